@@ -1,0 +1,40 @@
+// Errors for bad user input: the CLI prints them and exits with status 2.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace kvsim {
+
+// A problem in a file the user handed us: names the file, the 1-based line (0 = whole file)
+// and the offending value. what() is the full human-readable message.
+class input_error : public std::runtime_error {
+public:
+    input_error(std::string file, long line, std::string value, const std::string & why)
+        : std::runtime_error(format(file, line, value, why)), file_(std::move(file)), line_(line), value_(std::move(value)) {}
+
+    const std::string & file() const { return file_; }
+    long line() const { return line_; }
+    const std::string & value() const { return value_; }
+
+private:
+    static std::string format(const std::string & file, long line, const std::string & value, const std::string & why) {
+        std::string msg = file;
+        if (line > 0) msg += ":" + std::to_string(line);
+        msg += ": " + why;
+        if (!value.empty()) msg += " (value '" + value + "')";
+        return msg;
+    }
+
+    std::string file_;
+    long line_;
+    std::string value_;
+};
+
+// A bad combination of options (e.g. n_ubatch > n_batch): also exit status 2.
+class usage_error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+}  // namespace kvsim
