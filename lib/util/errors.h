@@ -1,6 +1,8 @@
 // Errors for bad user input: the CLI prints them and exits with status 2.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 #include <string>
 
@@ -19,11 +21,9 @@ public:
 
 private:
     static std::string format(const std::string & file, long line, const std::string & value, const std::string & why) {
-        std::string msg = file;
-        if (line > 0) msg += ":" + std::to_string(line);
-        msg += ": " + why;
-        if (!value.empty()) msg += " (value '" + value + "')";
-        return msg;
+        // fmt avoids a GCC 12 -Wrestrict false positive on chained std::string concatenation
+        return fmt::format("{}{}: {}{}", file, line > 0 ? fmt::format(":{}", line) : std::string(), why,
+                           value.empty() ? std::string() : fmt::format(" (value '{}')", value));
     }
 
     std::string file_;

@@ -1,0 +1,14 @@
+// llama.cpp's multi-letter single-dash flags (-np, -ub, -kvu, -ctk, -ctv, -fa) for CLI11, which
+// only knows one-letter short options: they are rewritten to their long names before parsing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace kvsim {
+
+// argv with -np -> --parallel, -ub -> --ubatch-size, -kvu -> --kv-unified,
+// -ctk -> --cache-type-k, -ctv -> --cache-type-v, -fa -> --flash-attn (also "-np=4" forms).
+std::vector<std::string> rewrite_llama_args(int argc, char ** argv);
+
+}  // namespace kvsim

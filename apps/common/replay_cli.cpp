@@ -1,0 +1,82 @@
+#include "common/replay_cli.h"
+
+#include "util/errors.h"
+
+#include <fmt/format.h>
+
+namespace kvsim {
+
+void replay_cli::add_to(CLI::App & cmd) {
+    auto & o = opt;
+    cmd.add_option("trace", o.trace, "Op trace (CSV) or request trace (Azure CSV, Mooncake JSONL, BurstGPT CSV)")
+        ->required();
+    cmd.add_option("--format", o.format, "Trace format (default: detected from the header)")
+        ->check(CLI::IsMember({"auto", "ops", "azure", "mooncake", "burstgpt"}));
+    cmd.add_option("--model", model_name, "Model shape preset: " + fmt::format("{}", fmt::join(model_preset_names(), ", ")))
+        ->capture_default_str();
+    cmd.add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens (padded to 256 like llama.cpp)")->capture_default_str();
+    cmd.add_option("--parallel", o.ctx.n_seq_max, "n_seq_max: number of sequences / server slots (llama.cpp -np)")
+        ->capture_default_str();
+    cmd.add_option("-b,--batch-size", o.ctx.n_batch, "Logical batch size n_batch")->capture_default_str();
+    cmd.add_option("--ubatch-size", o.ctx.n_ubatch, "Physical batch size n_ubatch (llama.cpp -ub)")->capture_default_str();
+    cmd.add_flag("--kv-unified", o.ctx.kv_unified, "One KV stream shared by all sequences (llama.cpp -kvu)");
+    cmd.add_flag("--swa-full", o.ctx.swa_full, "Full-size SWA cache");
+    cmd.add_option("--cache-type-k", type_k, "K cache type (llama.cpp -ctk): f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl")
+        ->capture_default_str();
+    cmd.add_option("--cache-type-v", type_v, "V cache type (llama.cpp -ctv)")->capture_default_str();
+    cmd.add_option("--flash-attn", flash_attn, "Flash attention on|off|auto (llama.cpp -fa)")
+        ->check(CLI::IsMember({"on", "off", "auto"}))
+        ->capture_default_str();
+    cmd.add_option("--n-layer", n_layer, "Override the preset's layer count");
+    cmd.add_option("--n-head", n_head, "Override the number of query heads");
+    cmd.add_option("--n-head-kv", n_head_kv, "Override the number of KV heads");
+    cmd.add_option("--head-dim", head_dim, "Override the head size n_embd_head_k");
+    cmd.add_option("--n-swa", n_swa, "Override the sliding window (tokens; 0 = no SWA)");
+    cmd.add_option("--swa-type", swa_type_name, "Override the SWA type: none standard chunked symmetric");
+    cmd.add_option("--swa-pattern", swa_pattern, "Override the SWA layer pattern (n_pattern; 0 = all layers SWA)");
+    cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)");
+    cmd.add_option("--out", o.out_dir, "Directory for reports (summary.json, occupancy.csv, ...)");
+    cmd.add_flag("-q,--quiet", o.quiet, "No terminal summary");
+    cmd.add_flag("--no-progress", no_progress, "Never draw a progress bar");
+    cmd.add_flag("--progress", force_progress, "Draw a progress bar even when stderr is not a terminal");
+}
+
+replay_options replay_cli::finish() {
+    replay_options o = opt;
+    try {
+        o.model = model_preset(model_name);
+        o.ctx.type_k = parse_ggml_type(type_k);
+        o.ctx.type_v = parse_ggml_type(type_v);
+        if (!swa_type_name.empty()) o.model.swa = parse_swa_type(swa_type_name);
+    } catch (const std::invalid_argument & e) {
+        throw usage_error(e.what());
+    }
+    if (n_layer) o.model.n_layer = *n_layer;
+    if (n_head) o.model.n_head = *n_head;
+    if (n_head_kv) o.model.n_head_kv = *n_head_kv;
+    if (head_dim) o.model.head_dim = *head_dim;
+    if (swa_pattern) o.model.swa_pattern = *swa_pattern;
+    if (n_swa) {
+        o.model.n_swa = *n_swa;
+        if (*n_swa > 0 && o.model.swa == swa_type::none && swa_type_name.empty()) o.model.swa = swa_type::standard;
+        if (*n_swa == 0) o.model.swa = swa_type::none;
+    }
+    if (o.model.swa != swa_type::none && o.model.n_swa == 0) {
+        throw usage_error("--swa-type " + std::string(swa_type_name) + " needs --n-swa > 0");
+    }
+    if (o.model.n_layer == 0 || o.model.n_head == 0 || o.model.n_head_kv == 0 || o.model.head_dim == 0) {
+        throw usage_error("--n-layer, --n-head, --n-head-kv and --head-dim must be > 0");
+    }
+    if (o.model.n_head % o.model.n_head_kv != 0) {
+        throw usage_error(fmt::format("--n-head {} is not a multiple of --n-head-kv {}", o.model.n_head, o.model.n_head_kv));
+    }
+    if (o.ctx.n_ubatch > o.ctx.n_batch) {
+        throw usage_error(fmt::format("-ub {} > -b {}: n_ubatch cannot exceed n_batch", o.ctx.n_ubatch, o.ctx.n_batch));
+    }
+    o.ctx.flash_attn = flash_attn != "off";
+    if (no_progress) o.progress = false;
+    if (force_progress) o.progress = true;
+    return o;
+}
+
+}  // namespace kvsim

@@ -1,0 +1,23 @@
+// The options of `kvsim replay`, with llama.cpp's CLI names where llama.cpp has the knob.
+#pragma once
+
+#include "replay/replay_options.h"
+
+#include <CLI/CLI.hpp>
+
+namespace kvsim {
+
+// Registers the options on `cmd`; call finish_replay_options after parsing.
+struct replay_cli {
+    replay_options opt;
+    std::string model_name = "llama-3-8b";
+    std::string type_k = "f16", type_v = "f16", flash_attn = "auto", swa_type_name;
+    std::optional<uint32_t> n_layer, n_head, n_head_kv, head_dim, n_swa, swa_pattern;
+    bool no_progress = false, force_progress = false;
+
+    void add_to(CLI::App & cmd);
+    // Resolve the model preset and overrides, types and flags. Throws usage_error.
+    replay_options finish();
+};
+
+}  // namespace kvsim

@@ -1,0 +1,46 @@
+// Validation of a llama_decode batch and its split into ubatches.
+// Source: src/llama-batch.cpp: llama_batch_allocr::init, split_simple, split_equal, ubatch_add.
+#pragma once
+
+#include "kv/ubatch.h"
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace kvsim {
+
+class kv_memory;
+
+class batch_allocr {
+public:
+    // Validate the batch against the memory's per-sequence positions, as llama_batch_allocr::init
+    // does: seq ids in [0, n_seq_max), a sequence continues at seq_pos_max + 1, positions
+    // continuous and non-decreasing, coupled sequences not diverged, no partial sequence subsets.
+    // Returns false (llama_decode's -1) and sets *err to upstream's message on violation.
+    bool init(const llama_batch_in & batch, const kv_memory & mem, uint32_t n_seq_max, std::string * err);
+
+    void split_reset();
+    // Next ubatch of up to n_ubatch consecutive unused tokens; n_tokens == 0 when done.
+    ubatch split_simple(uint32_t n_ubatch);
+    // Next ubatch of equal-length blocks, one per non-overlapping sequence set; with sequential,
+    // sets must have consecutive first seq ids (one stream each). n_tokens == 0 when done or refused.
+    ubatch split_equal(uint32_t n_ubatch, bool sequential);
+
+    uint32_t get_n_tokens() const { return (uint32_t) batch_.pos.size(); }
+    uint32_t get_n_used() const { return n_used_; }
+    const llama_batch_in & batch() const { return batch_; }
+
+private:
+    ubatch ubatch_add(const std::vector<int32_t> & idxs, uint32_t n_seqs, bool equal_seqs) const;
+
+    llama_batch_in batch_;
+    uint32_t n_seq_max_ = 0;
+    bool has_cpl_ = false;
+    std::vector<seq_set> seq_set_;                                  // per token
+    std::unordered_map<seq_set, std::vector<int32_t>> seq_set_map_; // set -> its tokens, in order
+    std::vector<bool> used_;
+    uint32_t n_used_ = 0;
+};
+
+}  // namespace kvsim

@@ -1,0 +1,240 @@
+#include "kv/cells.h"
+
+#include <bit>
+#include <cassert>
+
+namespace kvsim {
+
+void kv_cells::resize(uint32_t n) {
+    pos_.assign(n, -1);
+    shift_.assign(n, 0);
+    seq_.assign(n, seq_set{});
+    empty_bits_.assign((n + 63) / 64, 0);
+    seq_pos_.assign(LLAMA_MAX_SEQ, {});
+    reset();
+}
+
+void kv_cells::reset() {
+    const uint32_t n = size();
+    std::fill(pos_.begin(), pos_.end(), -1);
+    std::fill(shift_.begin(), shift_.end(), 0);
+    std::fill(seq_.begin(), seq_.end(), seq_set{});
+    std::fill(empty_bits_.begin(), empty_bits_.end(), ~uint64_t(0));
+    if (n % 64 != 0) {
+        empty_bits_.back() = (uint64_t(1) << (n % 64)) - 1;
+    }
+    for (auto & m : seq_pos_) {
+        m.clear();
+    }
+    n_used_ = 0;
+    used_hi_ = 0;
+    has_shift_ = false;
+}
+
+void kv_cells::reset_shift() {
+    has_shift_ = false;
+    std::fill(shift_.begin(), shift_.end(), 0);
+}
+
+uint32_t kv_cells::used_max_p1() const {
+    if (n_used_ == 0) {
+        used_hi_ = 0;
+        return 0;
+    }
+    while (used_hi_ > 0 && pos_[used_hi_ - 1] == -1) {
+        --used_hi_;
+    }
+    return used_hi_;
+}
+
+void kv_cells::mark_used(uint32_t i) {
+    empty_bits_[i / 64] &= ~(uint64_t(1) << (i % 64));
+    ++n_used_;
+    if (i + 1 > used_hi_) {
+        used_hi_ = i + 1;
+    }
+}
+
+void kv_cells::mark_free(uint32_t i) {
+    empty_bits_[i / 64] |= uint64_t(1) << (i % 64);
+    --n_used_;
+}
+
+uint32_t kv_cells::next_empty(uint32_t from) const {
+    const uint32_t n = size();
+    if (from >= n) {
+        return n;
+    }
+    uint32_t w = from / 64;
+    uint64_t bits = empty_bits_[w] & (~uint64_t(0) << (from % 64));
+    while (bits == 0) {
+        if (++w >= empty_bits_.size()) {
+            return n;
+        }
+        bits = empty_bits_[w];
+    }
+    return w * 64 + (uint32_t) std::countr_zero(bits);
+}
+
+void kv_cells::seq_pos_inc(llama_seq_id s, llama_pos p) {
+    auto & m = seq_pos_[s];
+    // appending at the end is the common case: the hint makes it amortised O(1)
+    auto it = m.empty() || m.rbegin()->first < p ? m.end() : m.lower_bound(p);
+    if (it != m.end() && it->first == p) {
+        ++it->second;
+    } else {
+        m.emplace_hint(it, p, 1);
+    }
+}
+
+void kv_cells::seq_pos_dec(llama_seq_id s, llama_pos p) {
+    auto & m = seq_pos_[s];
+    auto it = m.find(p);
+    assert(it != m.end());
+    if (--it->second == 0) {
+        m.erase(it);
+    }
+}
+
+void kv_cells::seq_pos_add_cell(uint32_t i) {
+    const seq_set & b = seq_[i];
+    for (size_t s = b._Find_first(); s < b.size(); s = b._Find_next(s)) {
+        seq_pos_inc((llama_seq_id) s, pos_[i]);
+    }
+}
+
+void kv_cells::seq_pos_rm_cell(uint32_t i) {
+    const seq_set & b = seq_[i];
+    for (size_t s = b._Find_first(); s < b.size(); s = b._Find_next(s)) {
+        seq_pos_dec((llama_seq_id) s, pos_[i]);
+    }
+}
+
+kv_cells::snapshot kv_cells::cp(const std::vector<uint32_t> & idxs) const {
+    snapshot s;
+    s.idxs = idxs;
+    s.pos.reserve(idxs.size());
+    s.seq.reserve(idxs.size());
+    for (uint32_t i : idxs) {
+        s.pos.push_back(pos_[i]);
+        s.seq.push_back(seq_[i]);
+    }
+    return s;
+}
+
+void kv_cells::set(const snapshot & s) {
+    for (size_t j = 0; j < s.idxs.size(); ++j) {
+        const uint32_t i = s.idxs[j];
+        if (pos_[i] == -1 && s.pos[j] != -1) {
+            mark_used(i);
+        }
+        if (pos_[i] != -1 && s.pos[j] == -1) {
+            mark_free(i);
+        }
+        if (pos_[i] != -1) {
+            seq_pos_rm_cell(i);
+        }
+        pos_[i] = s.pos[j];
+        seq_[i] = s.seq[j];
+        if (pos_[i] != -1) {
+            seq_pos_add_cell(i);
+        }
+    }
+}
+
+void kv_cells::rm(uint32_t i) {
+    assert(pos_[i] != -1);
+    seq_pos_rm_cell(i);
+    seq_[i].reset();
+    pos_[i] = -1;
+    shift_[i] = 0;
+    mark_free(i);
+}
+
+bool kv_cells::seq_rm(uint32_t i, llama_seq_id s) {
+    assert(seq_[i].test(s) && pos_[i] != -1);
+    seq_[i].reset(s);
+    seq_pos_dec(s, pos_[i]);
+    if (seq_[i].none()) {
+        pos_[i] = -1;
+        shift_[i] = 0;
+        mark_free(i);
+        return true;
+    }
+    return false;
+}
+
+bool kv_cells::seq_keep(uint32_t i, llama_seq_id s) {
+    if (seq_[i].test(s)) {
+        seq_pos_rm_cell(i);
+        seq_[i].reset();
+        seq_[i].set(s);
+        seq_pos_inc(s, pos_[i]);
+        return false;
+    }
+    if (seq_[i].any()) {
+        seq_pos_rm_cell(i);
+        seq_[i].reset();
+        pos_[i] = -1;
+        shift_[i] = 0;
+        mark_free(i);
+        return true;
+    }
+    return false;
+}
+
+void kv_cells::seq_add(uint32_t i, llama_seq_id s) {
+    assert(pos_[i] != -1 && !seq_[i].test(s));
+    seq_[i].set(s);
+    seq_pos_inc(s, pos_[i]);
+}
+
+llama_seq_id kv_cells::seq_get(uint32_t i) const {
+    assert(seq_[i].count() == 1);
+    return (llama_seq_id) seq_[i]._Find_first();
+}
+
+llama_pos kv_cells::seq_pos_min(llama_seq_id s) const {
+    const auto & m = seq_pos_[s];
+    return m.empty() ? -1 : m.begin()->first;
+}
+
+llama_pos kv_cells::seq_pos_max(llama_seq_id s) const {
+    const auto & m = seq_pos_[s];
+    return m.empty() ? -1 : m.rbegin()->first;
+}
+
+void kv_cells::pos_set(uint32_t i, llama_pos p) {
+    assert(pos_[i] == -1 && seq_[i].none());
+    pos_[i] = p;
+    mark_used(i);
+}
+
+bool kv_cells::pos_add(uint32_t i, llama_pos d) {
+    assert(pos_[i] != -1);
+    seq_pos_rm_cell(i);
+    pos_[i] += d;
+    shift_[i] += d;
+    has_shift_ = true;
+    if (pos_[i] < 0) {
+        seq_[i].reset();
+        pos_[i] = -1;
+        shift_[i] = 0;
+        mark_free(i);
+        return true;
+    }
+    seq_pos_add_cell(i);
+    return false;
+}
+
+void kv_cells::pos_div(uint32_t i, int d) {
+    assert(pos_[i] != -1);
+    const llama_pos p_old = pos_[i];
+    seq_pos_rm_cell(i);
+    pos_[i] /= d;
+    shift_[i] += p_old - pos_[i];
+    seq_pos_add_cell(i);
+    has_shift_ = true;
+}
+
+}  // namespace kvsim

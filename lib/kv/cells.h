@@ -1,0 +1,105 @@
+// Cell metadata of one KV-cache stream: the bookkeeping half of llama.cpp's KV cache.
+// Source: src/llama-kv-cells.h: class llama_kv_cells (behaviour mirrored call for call).
+#pragma once
+
+#include "kv/types.h"
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace kvsim {
+
+// Cells of one stream. Cell i is empty iff pos[i] == -1. Data structures differ from llama.cpp
+// (a free-cell bit index instead of std::set<uint32_t> used, a counted position map per sequence),
+// behaviour does not.
+class kv_cells {
+public:
+    // Copy of pos and seq of a list of cells, for prepare()'s rollback (llama_kv_cells::cp(idxs)).
+    // Like upstream it does not carry the shift: a restored cell keeps the shift it has at restore time.
+    struct snapshot {
+        std::vector<uint32_t> idxs;
+        std::vector<llama_pos> pos;
+        std::vector<seq_set> seq;
+    };
+
+    // Resize to n cells and reset them all (llama_kv_cells::resize).
+    void resize(uint32_t n);
+    // Empty every cell, clear shifts and per-sequence positions (llama_kv_cells::reset).
+    void reset();
+    // Zero every pending shift (llama_kv_cells::reset_shift), done after a K-shift was applied.
+    void reset_shift();
+
+    uint32_t size() const { return (uint32_t) pos_.size(); }
+    bool is_empty(uint32_t i) const { return pos_[i] == -1; }
+    // Number of non-empty cells.
+    uint32_t get_used() const { return n_used_; }
+    // Index of the last non-empty cell + 1, or 0 (llama_kv_cells::used_max_p1).
+    uint32_t used_max_p1() const;
+    bool get_has_shift() const { return has_shift_; }
+
+    snapshot cp(const std::vector<uint32_t> & idxs) const;
+    // Restore the cells of a snapshot (llama_kv_cells::set(idxs, other)).
+    void set(const snapshot & s);
+
+    // Free a non-empty cell regardless of its sequences (llama_kv_cells::rm).
+    void rm(uint32_t i);
+    // Remove seq s from cell i, which must hold it; true if the cell became empty.
+    bool seq_rm(uint32_t i, llama_seq_id s);
+    // Keep only seq s in cell i (free the cell if it lacks s but holds others); true if freed.
+    bool seq_keep(uint32_t i, llama_seq_id s);
+    int seq_count(uint32_t i) const { return (int) seq_[i].count(); }
+    bool seq_has(uint32_t i, llama_seq_id s) const { return seq_[i].test(s); }
+    // Add seq s to a non-empty cell that does not hold it yet.
+    void seq_add(uint32_t i, llama_seq_id s);
+    // The only sequence of a cell with exactly one sequence.
+    llama_seq_id seq_get(uint32_t i) const;
+    const seq_set & seq_get_all(uint32_t i) const { return seq_[i]; }
+
+    // Smallest / largest position of seq s in this stream, -1 if absent.
+    llama_pos seq_pos_min(llama_seq_id s) const;
+    llama_pos seq_pos_max(llama_seq_id s) const;
+
+    llama_pos pos_get(uint32_t i) const { return pos_[i]; }
+    llama_pos get_shift(uint32_t i) const { return shift_[i]; }
+    // Non-empty and p0 <= pos < p1.
+    bool pos_in(uint32_t i, llama_pos p0, llama_pos p1) const { return pos_[i] >= p0 && pos_[i] < p1; }
+
+    // Give an empty cell a position; sequences are added afterwards with seq_add.
+    void pos_set(uint32_t i, llama_pos p);
+    // pos += d and shift += d; frees the cell (true) when pos becomes negative (llama_kv_cells::pos_add).
+    bool pos_add(uint32_t i, llama_pos d);
+    // pos /= d and shift += old - new: upstream's sign, opposite to pos_add's (llama_kv_cells::pos_div).
+    void pos_div(uint32_t i, int d);
+
+    // Index of the first empty cell at or after `from`, or size() if none.
+    uint32_t next_empty(uint32_t from) const;
+
+    // Raw per-cell arrays of length size(), for mask building and dumps.
+    const std::vector<llama_pos> & pos() const { return pos_; }
+    const std::vector<llama_pos> & shift() const { return shift_; }
+    const std::vector<seq_set> & seq() const { return seq_; }
+
+private:
+    void mark_used(uint32_t i);
+    void mark_free(uint32_t i);
+    void seq_pos_inc(llama_seq_id s, llama_pos p);
+    void seq_pos_dec(llama_seq_id s, llama_pos p);
+    void seq_pos_add_cell(uint32_t i);
+    void seq_pos_rm_cell(uint32_t i);
+
+    std::vector<llama_pos> pos_;
+    // accumulated, not yet applied position deltas: one K-shift pass rotates by all of them at once
+    std::vector<llama_pos> shift_;
+    std::vector<seq_set> seq_;
+    // bit i set = cell i empty; lets find_slot skip full regions 64 cells at a time
+    std::vector<uint64_t> empty_bits_;
+    uint32_t n_used_ = 0;
+    // upper bound of used_max_p1, tightened lazily
+    mutable uint32_t used_hi_ = 0;
+    bool has_shift_ = false;
+    // counted positions per sequence: the same position may occur twice (rm + add reuse)
+    std::vector<std::map<llama_pos, uint32_t>> seq_pos_;
+};
+
+}  // namespace kvsim

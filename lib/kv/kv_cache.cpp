@@ -1,0 +1,380 @@
+#include "kv/kv_cache.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace kvsim {
+
+kv_cache::kv_cache(const kv_cache_params & p) : p_(p), n_stream_(p.unified ? 1 : p.n_seq_max) {
+    if (p.kv_size == 0) {
+        throw std::invalid_argument("kv_size must be > 0");
+    }
+    if (p.n_seq_max == 0 || p.n_seq_max > (uint32_t) LLAMA_MAX_SEQ) {
+        throw std::invalid_argument("n_seq_max must be in [1, " + std::to_string(LLAMA_MAX_SEQ) + "], got " +
+                                    std::to_string(p.n_seq_max));
+    }
+    if (p.swa != swa_type::none && p.n_swa == 0) {
+        throw std::invalid_argument("a sliding-window cache needs n_swa > 0");
+    }
+    cells_.resize(n_stream_);
+    for (auto & c : cells_) {
+        c.resize(p.kv_size);
+    }
+    heads_.assign(n_stream_, 0);
+}
+
+void kv_cache::check_seq(llama_seq_id s, bool allow_all) const {
+    if ((allow_all && s == -1) || (s >= 0 && (uint32_t) s < n_seq_ids())) {
+        return;
+    }
+    // upstream: GGML_ASSERT (abort); we refuse with a message instead
+    throw std::out_of_range("seq_id " + std::to_string(s) + " out of range [0, " + std::to_string(n_seq_ids()) +
+                            ") for cache '" + p_.name + "'");
+}
+
+void kv_cache::lower_head(uint32_t stream, uint32_t new_head) {
+    if (new_head != cells_[stream].size() && new_head < heads_[stream]) {
+        heads_[stream] = new_head;
+    }
+}
+
+void kv_cache::clear() {
+    for (uint32_t s = 0; s < n_stream_; ++s) {
+        cells_[s].reset();
+        heads_[s] = 0;
+    }
+}
+
+static void normalise_range(llama_pos & p0, llama_pos & p1) {
+    if (p0 < 0) p0 = 0;
+    if (p1 < 0) p1 = std::numeric_limits<llama_pos>::max();
+}
+
+bool kv_cache::seq_rm(llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
+    check_seq(seq_id, true);
+    normalise_range(p0, p1);
+    if (seq_id >= 0) {
+        const uint32_t st = seq_to_stream(seq_id);
+        kv_cells & c = cells_[st];
+        uint32_t new_head = c.size();
+        for (uint32_t i = 0; i < c.size(); ++i) {
+            if (c.pos_in(i, p0, p1) && c.seq_has(i, seq_id) && c.seq_rm(i, seq_id) && new_head == c.size()) {
+                new_head = i;
+            }
+        }
+        lower_head(st, new_head);
+        return true;
+    }
+    for (uint32_t st = 0; st < n_stream_; ++st) {
+        kv_cells & c = cells_[st];
+        uint32_t new_head = c.size();
+        for (uint32_t i = 0; i < c.size(); ++i) {
+            if (!c.pos_in(i, p0, p1)) {
+                continue;
+            }
+            c.rm(i);
+            if (new_head == c.size()) {
+                new_head = i;
+            }
+        }
+        lower_head(st, new_head);
+    }
+    return true;
+}
+
+void kv_cache::seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
+    check_seq(src, false);
+    check_seq(dst, false);
+    if (seq_to_stream(src) != seq_to_stream(dst)) {
+        seq_cp_cross_stream(src, dst, p0, p1);
+        return;
+    }
+    if (src == dst) {
+        return;
+    }
+    normalise_range(p0, p1);
+    kv_cells & c = cells_[seq_to_stream(src)];
+    for (uint32_t i = 0; i < c.size(); ++i) {
+        if (c.pos_in(i, p0, p1) && c.seq_has(i, src)) {
+            c.seq_add(i, dst);
+        }
+    }
+}
+
+void kv_cache::seq_cp_cross_stream(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
+    const int size = (int) get_size();
+    const bool is_full = !(p0 > 0 && p0 + 1 < size) && !(p1 > 0 && p1 + 1 < size);
+    if (!is_full) {
+        throw std::invalid_argument("seq_cp across streams is only supported for full ranges (p0 = " +
+                                    std::to_string(p0) + ", p1 = " + std::to_string(p1) + ")");
+    }
+    const uint32_t s0 = seq_to_stream(src), s1 = seq_to_stream(dst);
+    sc_info_.emplace_back(s0, s1);
+    kv_cells & from = cells_[s0];
+    kv_cells & to = cells_[s1];
+    to.reset();
+    for (uint32_t i = 0; i < from.size(); ++i) {
+        if (!from.seq_has(i, src)) {
+            continue;
+        }
+        const llama_pos shift = from.get_shift(i);
+        to.pos_set(i, from.pos_get(i) - shift);
+        to.seq_add(i, dst);
+        if (shift != 0) {
+            to.pos_add(i, shift);
+        }
+    }
+    heads_[s1] = heads_[s0];
+}
+
+void kv_cache::seq_keep(llama_seq_id seq_id) {
+    check_seq(seq_id, false);
+    const uint32_t st = seq_to_stream(seq_id);
+    kv_cells & c = cells_[st];
+    uint32_t new_head = c.size();
+    for (uint32_t i = 0; i < c.size(); ++i) {
+        if (c.seq_keep(i, seq_id) && new_head == c.size()) {
+            new_head = i;
+        }
+    }
+    lower_head(st, new_head);
+}
+
+void kv_cache::seq_add(llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
+    check_seq(seq_id, false);
+    if (delta == 0) {
+        return;
+    }
+    normalise_range(p0, p1);
+    if (p0 == p1) {
+        return;
+    }
+    const uint32_t st = seq_to_stream(seq_id);
+    kv_cells & c = cells_[st];
+    uint32_t new_head = c.size();
+    for (uint32_t i = 0; i < c.size(); ++i) {
+        if (c.pos_in(i, p0, p1) && c.seq_has(i, seq_id) && c.pos_add(i, delta) && new_head == c.size()) {
+            new_head = i;
+        }
+    }
+    // upstream quirk: when nothing was freed the next search starts from the beginning
+    heads_[st] = new_head != c.size() ? new_head : 0;
+}
+
+void kv_cache::seq_div(llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d) {
+    check_seq(seq_id, false);
+    if (d <= 0) {
+        throw std::invalid_argument("seq_div divisor must be > 0, got " + std::to_string(d));
+    }
+    if (d == 1) {
+        return;
+    }
+    normalise_range(p0, p1);
+    if (p0 == p1) {
+        return;
+    }
+    kv_cells & c = cells_[seq_to_stream(seq_id)];
+    for (uint32_t i = 0; i < c.size(); ++i) {
+        if (c.pos_in(i, p0, p1) && c.seq_has(i, seq_id)) {
+            c.pos_div(i, d);
+        }
+    }
+}
+
+llama_pos kv_cache::seq_pos_min(llama_seq_id seq_id) const {
+    check_seq(seq_id, false);
+    return cells_[seq_to_stream(seq_id)].seq_pos_min(seq_id);
+}
+
+llama_pos kv_cache::seq_pos_max(llama_seq_id seq_id) const {
+    check_seq(seq_id, false);
+    return cells_[seq_to_stream(seq_id)].seq_pos_max(seq_id);
+}
+
+bool kv_cache::cell_usable(const kv_cells & c, uint32_t idx) const {
+    if (c.is_empty(idx)) {
+        return true;
+    }
+    if (p_.swa == swa_type::none || c.seq_count(idx) != 1) {
+        return false;
+    }
+    const llama_seq_id sc = c.seq_get(idx);
+    return is_masked_swa(p_.n_swa, p_.swa, c.pos_get(idx), c.seq_pos_max(sc) + 1);
+}
+
+bool kv_cache::find_slot_stream(const kv_cells & c, uint32_t head_cur, uint32_t n_tokens, bool cont,
+                                std::vector<uint32_t> & idxs) const {
+    const uint32_t size = c.size();
+    if (!cont) {
+        // first n_tokens usable cells in ring order head_cur, ..., size-1, 0, ..., head_cur-1
+        const bool only_empty = p_.swa == swa_type::none;
+        for (uint32_t k = 0; k < 2 && idxs.size() < n_tokens; ++k) {
+            const uint32_t lo = k == 0 ? head_cur : 0;
+            const uint32_t hi = k == 0 ? size : head_cur;
+            for (uint32_t i = lo; i < hi && idxs.size() < n_tokens; ++i) {
+                if (only_empty) {
+                    i = c.next_empty(i);
+                    if (i >= hi) break;
+                    idxs.push_back(i);
+                } else if (cell_usable(c, i)) {
+                    idxs.push_back(i);
+                }
+            }
+        }
+        return idxs.size() == n_tokens;
+    }
+    // contiguous: first-fit run of n_tokens usable cells, restarting after a failing cell
+    uint32_t n_tested = 0;
+    while (true) {
+        if (head_cur + n_tokens > size) {
+            n_tested += size - head_cur;
+            head_cur = 0;
+            continue;
+        }
+        for (uint32_t i = 0; i < n_tokens; ++i) {
+            const uint32_t idx = head_cur++;
+            ++n_tested;
+            if (!cell_usable(c, idx)) break;
+            idxs.push_back(idx);
+        }
+        if (idxs.size() == n_tokens) return true;
+        idxs.clear();
+        if (n_tested >= size) return false;
+    }
+}
+
+slot_info kv_cache::find_slot(const ubatch & ub, bool cont) const {
+    uint32_t n_tokens = ub.n_tokens;
+    uint32_t n_seqs = 1;
+    if (n_stream_ > 1) {
+        n_seqs = ub.n_seqs_unq;
+        n_tokens = n_tokens / n_seqs;
+    }
+    slot_info res;
+    res.s0 = LLAMA_MAX_SEQ;
+    res.s1 = 0;
+    res.strm.resize(n_seqs);
+    res.idxs.resize(n_seqs);
+    for (uint32_t s = 0; s < n_seqs; ++s) {
+        const uint32_t st = seq_to_stream(ub.seq_id_unq[s]);
+        res.s0 = std::min(res.s0, st);
+        res.s1 = std::max(res.s1, st);
+        res.strm[s] = st;
+        const kv_cells & c = cells_[st];
+        uint32_t head_cur = heads_[st];
+        // upstream heuristic: compares an index with a count, not the free space before head
+        if (head_cur > c.get_used() + 2 * n_tokens) {
+            head_cur = 0;
+        }
+        if (n_tokens > c.size()) {
+            return {};
+        }
+        res.idxs[s].reserve(n_tokens);
+        if (!find_slot_stream(c, head_cur, n_tokens, cont, res.idxs[s])) {
+            return {};
+        }
+    }
+    return res;
+}
+
+void kv_cache::apply_ubatch(const slot_info & sinfo, const ubatch & ub) {
+    std::vector<llama_pos> seq_pos_max_rm(LLAMA_MAX_SEQ, -1);
+    const uint32_t per_stream = sinfo.size();
+    for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
+        kv_cells & c = cells_[sinfo.strm[s]];
+        for (uint32_t ii = 0; ii < per_stream; ++ii) {
+            const uint32_t i = s * per_stream + ii;
+            const uint32_t idx = sinfo.idxs[s][ii];
+            if (!c.is_empty(idx)) {
+                const llama_seq_id sc = c.seq_get(idx);
+                seq_pos_max_rm[sc] = std::max(seq_pos_max_rm[sc], c.pos_get(idx));
+                c.rm(idx);
+                ++stats_.swa_reused;
+            }
+            c.pos_set(idx, ub.pos[i]);
+            for (llama_seq_id sid : ub.seq_id[i]) {
+                c.seq_add(idx, sid);
+            }
+        }
+    }
+    // keep [pos_min, pos_max] of every sequence gap-free: purge what lies below an overwritten cell
+    for (int s = 0; s < LLAMA_MAX_SEQ; ++s) {
+        if (seq_pos_max_rm[s] == -1) {
+            continue;
+        }
+        const kv_cells & c = cells_[seq_to_stream(s)];
+        if (c.seq_pos_min(s) <= seq_pos_max_rm[s]) {
+            ++stats_.swa_purged;
+            seq_rm(s, c.seq_pos_min(s), seq_pos_max_rm[s] + 1);
+        }
+    }
+    for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
+        heads_[sinfo.strm[s]] = sinfo.idxs[s].back() + 1;
+    }
+}
+
+std::vector<slot_info> kv_cache::prepare(const std::vector<ubatch> & ubatches) {
+    struct state_t {
+        slot_info sinfo;
+        std::vector<uint32_t> heads_old;
+        std::vector<kv_cells::snapshot> cells;
+    };
+    std::vector<slot_info> res;
+    std::vector<state_t> states;
+    bool success = true;
+    for (const auto & ub : ubatches) {
+        slot_info sinfo = find_slot(ub, false);
+        if (sinfo.empty()) {
+            success = false;
+            break;
+        }
+        res.push_back(sinfo);
+        state_t st{sinfo, heads_, {}};
+        for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
+            st.cells.push_back(cells_[sinfo.strm[s]].cp(sinfo.idxs[s]));
+        }
+        states.push_back(std::move(st));
+        apply_ubatch(sinfo, ub);
+    }
+    for (auto it = states.rbegin(); it != states.rend(); ++it) {
+        for (uint32_t s = 0; s < it->sinfo.n_stream(); ++s) {
+            cells_[it->sinfo.strm[s]].set(it->cells[s]);
+            // upstream restores head of stream strm[s] from the saved head of stream *s*
+            // (v_heads_old[s]), not strm[s]; reproduced as is
+            heads_[it->sinfo.strm[s]] = it->heads_old[s];
+        }
+    }
+    if (!success) {
+        return {};
+    }
+    return res;
+}
+
+uint32_t kv_cache::get_n_kv(const slot_info & sinfo) const {
+    const uint32_t n_pad_cur = std::max(p_.n_pad, 256u);
+    uint32_t result = 0;
+    for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
+        const kv_cells & c = cells_[sinfo.strm[s]];
+        const uint32_t padded = (c.used_max_p1() + n_pad_cur - 1) / n_pad_cur * n_pad_cur;
+        result = std::max(std::min(c.size(), std::max(n_pad_cur, padded)), result);
+    }
+    return result;
+}
+
+bool kv_cache::get_has_shift() const {
+    for (const auto & c : cells_) {
+        if (c.get_has_shift()) return true;
+    }
+    return false;
+}
+
+void kv_cache::update() {
+    sc_info_.clear();
+    for (auto & c : cells_) {
+        if (c.get_has_shift()) c.reset_shift();
+    }
+}
+
+}  // namespace kvsim

@@ -1,0 +1,50 @@
+// Model shapes that matter to the KV cache: layers, heads, SWA layout, RoPE, weight count.
+// Source: src/llama-hparams.h (n_head_kv, n_embd_head_k, n_swa, swa_layers, set_swa_pattern).
+#pragma once
+
+#include "kv/ggml_type.h"
+#include "kv/types.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvsim {
+
+enum class rope_type { none, norm, neox };
+
+struct model_shape {
+    std::string name = "custom";
+    uint32_t n_layer = 32;
+    uint32_t n_head = 32;
+    uint32_t n_head_kv = 8;
+    uint32_t head_dim = 128;          // n_embd_head_k == n_embd_head_v
+    uint32_t n_swa = 0;               // sliding window in tokens; 0 = no SWA
+    swa_type swa = swa_type::none;
+    uint32_t swa_pattern = 0;         // n_pattern of set_swa_pattern; 0 = every layer SWA
+    bool swa_dense_first = false;
+    rope_type rope = rope_type::norm;
+    float rope_freq_base = 10000.0f;
+    float rope_freq_scale = 1.0f;
+    float attn_softcap = 0.0f;        // Gemma-2 logit soft-capping; 0 = off
+    double n_params = 0;              // weights, for the step-time roofline (parameters, not bytes)
+
+    uint32_t n_embd_k_gqa() const { return head_dim * n_head_kv; }
+    // Layer il uses the sliding window (llama_hparams::set_swa_pattern / is_swa).
+    bool is_swa(uint32_t il) const;
+    uint32_t n_layer_swa() const;
+    bool has_swa() const { return swa != swa_type::none && n_swa > 0; }
+};
+
+// Presets with real shapes: llama-3-8b, mistral-7b-v0.1, gemma-2-9b, gemma-3-12b, qwen2.5-7b,
+// and the two kvoracle test models tiny-llama and tiny-gemma3-swa.
+// Throws std::invalid_argument listing the known names for an unknown one.
+model_shape model_preset(const std::string & name);
+std::vector<std::string> model_preset_names();
+
+// Bytes of K plus V for one cell of one layer (llama_kv_cache constructor's size sums):
+// row_size(type_k, n_embd_k_gqa) + row_size(type_v, n_embd_v_gqa). Throws if a row is not a
+// multiple of the type's block size (llama_init_from_model refuses it too).
+size_t kv_bytes_per_cell_layer(const model_shape & m, ggml_type type_k, ggml_type type_v);
+
+}  // namespace kvsim

@@ -1,0 +1,38 @@
+// Replay of a native op trace through the cache: one llama_decode per decode group, one
+// llama_memory_seq_* call per sequence op, exactly as kvoracle drives the real llama.cpp.
+#pragma once
+
+#include "kv/context.h"
+#include "report/dump_cells.h"
+#include "trace/op_trace.h"
+
+#include <cstdint>
+#include <functional>
+
+namespace kvsim {
+
+struct op_replay_result {
+    uint64_t n_decode = 0;          // llama_decode calls
+    uint64_t n_decode_ok = 0;       // rc 0
+    uint64_t n_no_slot = 0;         // rc 1 (find_slot failed)
+    uint64_t n_invalid = 0;         // rc -1 (batch validation)
+    uint64_t n_seq_ops = 0;         // rm/cp/keep/add/div/clear
+    uint64_t n_tokens_placed = 0;   // tokens of successful decodes
+    uint64_t n_ubatches = 0;
+};
+
+// Build the llama_decode batch of a decode group as kvoracle's do_batch does: a row starts at
+// its p0, or at the next position of its first sequence (memory seq_pos_max + 1, advanced by
+// earlier rows of the same group); every sequence of the row then continues after it.
+llama_batch_in make_decode_batch(const op_group & g, const kv_memory & mem, uint32_t n_seq_ids);
+
+// Replay every group in order. `dump` (optional) receives kvoracle-format events; `obs`
+// (optional) sees updates and ubatch placements; `progress` (optional) is called after each
+// group with (groups done, groups total).
+// Errors: input_error(trace path, line, value, why) for a decode group over n_batch, a seq id
+// the cache cannot hold in a sequence op, or a partial cross-stream seq_cp (llama.cpp aborts
+// on all three).
+op_replay_result replay_ops(const op_trace & t, context & ctx, cell_dumper * dump, decode_observer * obs,
+                            const std::function<void(size_t, size_t)> & progress = {});
+
+}  // namespace kvsim
