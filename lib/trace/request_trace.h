@@ -1,0 +1,61 @@
+// Request-level workload traces: Azure LLM inference 2023, Mooncake FAST'25, BurstGPT.
+// Formats, units and error rules: docs/trace-formats.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvsim {
+
+enum class request_format { azure, mooncake, burstgpt };
+
+// One request. arrival_s: seconds after the first request of the trace (first = 0);
+// n_prompt > 0 and n_gen >= 0 are token counts; hash_ids (Mooncake only, else empty) are the
+// ids of the request's consecutive 512-token prompt blocks, equal ids = shareable prefix KV.
+// `line` is the 1-based source line.
+struct request {
+    long line = 0;
+    double arrival_s = 0.0;
+    int32_t n_prompt = 0;
+    int32_t n_gen = 0;
+    std::vector<uint64_t> hash_ids;
+};
+
+struct request_trace {
+    std::string path;
+    request_format format = request_format::azure;
+    std::vector<request> requests;  // file order, arrival_s non-decreasing
+};
+
+// Read a request trace; the format is detected from the first non-blank line unless given.
+// A UTF-8 BOM and CRLF line ends are stripped, blank lines skipped.
+// Errors: input_error(path, line, value, why) for an undetectable format, a missing/extra
+// column, a non-number, a negative or int32-overflowing token count, n_prompt == 0, a bad
+// timestamp, an arrival earlier than the previous row's, a bad JSON line or missing/mistyped
+// JSON key, an empty file or a header without rows; input_error(path, 0, ...) when the file
+// cannot be opened.
+// Sources: Azure/AzurePublicDataset AzureLLMInferenceDataset2023.md (Splitwise, ISCA'24);
+// kvcache-ai/Mooncake FAST25-release/README.md; HPMLL/BurstGPT README (columns).
+request_trace read_request_trace(const std::string & path, std::optional<request_format> fmt = {});
+
+// Format from a file's first line (BOM/CR tolerated): the Azure or BurstGPT CSV header, or a
+// line starting with '{' (Mooncake JSONL). nullopt otherwise.
+std::optional<request_format> detect_request_format(const std::string & first_line);
+
+// "azure" | "mooncake" | "burstgpt"; throws std::invalid_argument otherwise.
+request_format parse_request_format(const std::string & name);
+const char * request_format_name(request_format f);
+
+// Nanoseconds since 1970-01-01 00:00:00 (UTC, proleptic Gregorian, no leap seconds) of an Azure
+// trace timestamp "YYYY-MM-DD HH:MM:SS[.fffffff]" (1-9 fractional digits), or nullopt when the
+// text is not such a timestamp or names an invalid date/time. Exact: no floating point, no
+// time zones (the trace has none).
+std::optional<int64_t> parse_azure_timestamp_ns(const std::string & text);
+
+// Days from 1970-01-01 to the proleptic Gregorian date y-m-d (negative before 1970).
+// Algorithm: H. Hinnant, "chrono-Compatible Low-Level Date Algorithms", days_from_civil.
+int64_t days_from_civil(int64_t y, unsigned m, unsigned d);
+
+}  // namespace kvsim
