@@ -1,0 +1,19 @@
+// STREAM-style memory bandwidth probe (McCalpin's STREAM "Copy", plus a read-only sum), used to express kernel
+// bandwidth as a fraction of the machine's measured limit (replay, kvbench).
+#pragma once
+
+#include <cstddef>
+
+namespace kvsim {
+
+struct bandwidth_result {
+    double read_gbs = 0.0;  // bytes read / best time, GB/s (1e9 bytes/s)
+    double copy_gbs = 0.0;  // (bytes read + bytes written) / best time, GB/s, STREAM's convention
+};
+
+// Measure with buffers of `bytes` each (use >> last-level cache, e.g. 1 GiB; the caches here hold ~32 MiB),
+// n_threads threads each owning a contiguous slice, best of n_rep repetitions after one warm-up pass.
+// Throws std::invalid_argument when bytes < 4096*n_threads, n_threads < 1 or n_rep < 1. Allocates 2*bytes.
+bandwidth_result measure_bandwidth(size_t bytes, int n_threads, int n_rep);
+
+}  // namespace kvsim

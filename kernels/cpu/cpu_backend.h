@@ -1,0 +1,51 @@
+// CPU backend of the attention interface (kernels/attention.h): std::thread pool, AVX-512/AVX2 with scalar
+// fallback. Tolerances against kernels/reference.h (max abs error of the attention output, |V| < 1 content):
+// f32 K/V 2e-5, any f16/q8_0/q4_0 K or V 1e-4 (the kernel dequantizes exactly like the reference, so quantization
+// itself adds no error; the gap is float vs double accumulation). Masks are bit-exact. K-shift: see
+// kernels/rope.h and docs/kernels.md.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "attention.h"
+#include "cpu/thread_pool.h"
+
+namespace kvsim {
+
+// Per-thread buffers of the flash-attention kernel, kept across calls so no call allocates (a 128 KiB tile buffer
+// would otherwise be mmap'ed and page-faulted on every chunk).
+struct fa_thread_scratch {
+    std::vector<float> kt, vt;      // K and V tile as f32, [n_head_kv][tile][head_dim]
+    std::vector<float> sc, mv;      // scores/probabilities [n_q][tile], mask values [n_tps][tile]
+    std::vector<float> slope;       // ALiBi slope per query head
+    std::vector<float> m, l;        // online-softmax running max and sum per query row
+    std::vector<char> live;         // tile cell attended by at least one token
+};
+
+class cpu_backend final : public attn_backend {
+public:
+    // n_threads >= 1: threads used by flash_attn and k_shift (the caller's thread counts as one).
+    explicit cpu_backend(int n_threads);
+
+    backend_kind kind() const override { return backend_kind::cpu; }
+    void build_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, void * dst) override;
+    void update_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, const kq_mask_change * changes,
+                        void * dst) override;
+    fa_plan plan_flash_attn(const fa_desc & d) const override;
+    void flash_attn(const fa_desc & d, const fa_plan & plan, const fa_args & a) override;
+    kshift_report k_shift(const kshift_desc & d, const kv_tensor & k, const int32_t * shift) override;
+
+    // Tile of cells of the flash-attention inner loop (split-KV chunks are multiples of it).
+    static constexpr int64_t fa_tile = 32;
+
+private:
+    thread_pool pool_;
+    std::vector<float> fa_q_;          // Q after the optional H_k rotation
+    std::vector<fa_thread_scratch> fa_scratch_;  // one per pool thread
+    std::vector<float> fa_partial_;    // per (stream, chunk, query row): m, l, acc[head_dim_v]
+};
+
+std::unique_ptr<attn_backend> make_cpu_backend(int n_threads);
+
+}  // namespace kvsim

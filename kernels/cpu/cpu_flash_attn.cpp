@@ -1,0 +1,182 @@
+// Flash-attention decode on the CPU: FlashAttention-2 online softmax over tiles of fa_tile cells, split-KV over
+// chunks with a final log-sum-exp merge (FlashDecoding). One work item = (stream, chunk) and handles all query
+// heads x n_tps tokens; each K/V row is read and converted once for all the query heads sharing it
+// (ggml_compute_forward_flash_attn_ext_f16_one_chunk re-reads and re-converts it per query head).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/simd.h"
+#include "quant.h"
+
+namespace kvsim {
+
+namespace {
+
+constexpr int64_t T = cpu_backend::fa_tile;
+
+// Mask value of cell j for token t of stream s, before the ALiBi slope.
+inline float mask_at(const fa_desc & d, const fa_args & a, int64_t s, int64_t t, int64_t j) {
+    if (!a.mask) return 0.0f;
+    const size_t idx = (size_t) ((s * d.n_tps + t) * d.n_kv + j);
+    return a.mask_type == ggml_type::f16 ? fp16_to_fp32(static_cast<const fp16_t *>(a.mask)[idx])
+                                         : static_cast<const float *>(a.mask)[idx];
+}
+
+// Convert cell `cell` of `stream` to f32 into the tile buffer laid out [n_head_kv][T][head_dim] (tile slot j):
+// head-major so that one kv head's 32 rows are contiguous for the score and P.V loops.
+inline void convert_row_by_head(const kv_tensor & x, int64_t stream, int64_t cell, int64_t j, float * tile) {
+    const char * src = static_cast<const char *>(x.row(stream, cell));
+    const size_t hb = x.head_bytes();
+    for (int64_t h = 0; h < x.n_head_kv; ++h) {
+        cpu::row_to_f32_fast(x.type, src + h * hb, tile + (h * T + j) * x.head_dim, x.head_dim);
+    }
+}
+
+// One (stream, chunk): accumulates unnormalised partial outputs for the n_head*n_tps query rows (row r = t*n_head + h)
+// into part: per row [m, l, acc[head_dim_v]]. Each tile's K (then V) rows are converted to f32 whole, in address
+// order; every kv head's rows are then used by all the n_head/n_head_kv query heads of its group.
+void run_chunk(const fa_desc & d, const fa_args & a, const float * qrot, int64_t s, int64_t c0, int64_t c1, float * part,
+               fa_thread_scratch & w) {
+    const int64_t gqa = d.n_head / d.n_head_kv;
+    const int64_t n_q = d.n_head * d.n_tps;
+    const int64_t dk = d.head_dim_k, dv = d.head_dim_v;
+    const int64_t ek = dk * d.n_head_kv, ev = dv * d.n_head_kv;
+    const size_t pstride = (size_t) (dv + 2);
+    const float scale = d.softcap != 0.0f ? d.scale / d.softcap : d.scale;
+
+    w.kt.resize((size_t) (T * ek));
+    w.vt.resize((size_t) (T * ev));
+    w.sc.resize((size_t) (n_q * T));
+    w.mv.resize((size_t) (d.n_tps * T));
+    w.slope.resize((size_t) d.n_head);
+    w.m.assign((size_t) n_q, -INFINITY);
+    w.l.assign((size_t) n_q, 0.0f);
+    w.live.resize((size_t) T);
+    auto & kt = w.kt;
+    auto & vt = w.vt;
+    auto & sc = w.sc;
+    auto & mv = w.mv;
+    auto & live = w.live;
+    for (int64_t h = 0; h < d.n_head; ++h) w.slope[(size_t) h] = alibi_slope(h, d.n_head, d.max_bias);
+    for (int64_t r = 0; r < n_q; ++r) std::memset(part + r * pstride, 0, pstride * sizeof(float));
+
+    for (int64_t j0 = c0; j0 < c1; j0 += T) {
+        const int64_t nt = std::min(T, c1 - j0);
+        bool any = false;
+        for (int64_t j = 0; j < nt; ++j) live[(size_t) j] = 0;
+        for (int64_t t = 0; t < d.n_tps; ++t) {
+            for (int64_t j = 0; j < nt; ++j) {
+                const float m = mask_at(d, a, s, t, j0 + j);
+                mv[(size_t) (t * T + j)] = m;
+                live[(size_t) j] |= m != -INFINITY;
+            }
+        }
+        for (int64_t j = 0; j < nt; ++j) any |= live[(size_t) j] != 0;
+        if (!any) continue;  // fully masked tile: neither K nor V is read
+
+        for (int64_t j = 0; j < nt; ++j) {
+            if (live[(size_t) j]) convert_row_by_head(a.k, a.stream0 + s, j0 + j, j, kt.data());
+        }
+        for (int64_t r = 0; r < n_q; ++r) {
+            const int64_t t = r / d.n_head, h = r % d.n_head;
+            const float * q = qrot + ((s * d.n_tps + t) * d.n_head + h) * dk;
+            float * srow = sc.data() + r * T;
+            cpu::tile_qk_f32(q, kt.data() + (h / gqa) * T * dk, dk, nt, dk, srow);  // dead cells: stale values, masked next
+            cpu::tile_scores_finish(srow, mv.data() + t * T, nt, scale, d.softcap, w.slope[(size_t) h]);
+            float & m = w.m[(size_t) r];
+            float mn;
+            const float sum = cpu::tile_softmax(srow, nt, m, &mn);
+            if (sum == 0.0f) continue;
+            const float alpha = expf(m - mn);  // 0 when m is -INF (nothing accumulated yet)
+            if (alpha != 1.0f) {
+                float * acc = part + r * pstride + 2;
+                for (int64_t e = 0; e < dv; ++e) acc[e] *= alpha;
+            }
+            w.l[(size_t) r] = w.l[(size_t) r] * alpha + sum;
+            m = mn;
+        }
+
+        for (int64_t j = 0; j < nt; ++j) {
+            if (live[(size_t) j]) convert_row_by_head(a.v, a.stream0 + s, j0 + j, j, vt.data());
+        }
+        for (int64_t r = 0; r < n_q; ++r) {
+            const float * vh = vt.data() + (r % d.n_head / gqa) * T * dv;
+            cpu::tile_pv_f32(part + r * pstride + 2, sc.data() + r * T, vh, dv, nt, dv);
+        }
+    }
+    for (int64_t r = 0; r < n_q; ++r) {
+        part[r * pstride + 0] = w.m[(size_t) r];
+        part[r * pstride + 1] = w.l[(size_t) r];
+    }
+}
+
+}  // namespace
+
+fa_plan cpu_backend::plan_flash_attn(const fa_desc & d) const {
+    if (d.n_kv <= 0 || d.n_head_kv <= 0 || d.n_stream <= 0) throw std::invalid_argument("plan_flash_attn: empty shape");
+    fa_plan p;
+    p.n_threads = pool_.size();
+    const int64_t groups = d.n_stream;
+    const int64_t max_chunks = (d.n_kv + 8 * T - 1) / (8 * T);  // chunks of >= 256 cells amortise the merge
+    const int64_t want = (4 * (int64_t) p.n_threads + groups - 1) / groups;
+    const int64_t n_chunks = std::max<int64_t>(1, std::min(want, max_chunks));
+    p.chunk = ((d.n_kv + n_chunks - 1) / n_chunks + T - 1) / T * T;
+    p.n_chunks = (d.n_kv + p.chunk - 1) / p.chunk;
+    return p;
+}
+
+void cpu_backend::flash_attn(const fa_desc & d, const fa_plan & plan, const fa_args & a) {
+    check_fa(d, a);
+    if (plan.chunk <= 0 || plan.chunk % T != 0 || plan.n_chunks * plan.chunk < d.n_kv) {
+        throw std::invalid_argument("flash_attn: plan does not cover n_kv (make it with plan_flash_attn)");
+    }
+    const int64_t n_q = d.n_head * d.n_tps;
+    const int64_t dk = d.head_dim_k, dv = d.head_dim_v;
+    const size_t q_elems = (size_t) (dk * d.n_head * d.n_tps * d.n_stream);
+    const float * qrot = a.q;
+    if (d.rot.k()) {
+        fa_q_.assign(a.q, a.q + q_elems);
+        fwht_blocks(fa_q_.data(), (int64_t) q_elems, d.rot.n_k);
+        qrot = fa_q_.data();
+    }
+    const size_t pstride = (size_t) (dv + 2);
+    const size_t per_item = (size_t) n_q * pstride;
+    const int64_t n_items = d.n_stream * plan.n_chunks;
+    fa_partial_.resize((size_t) n_items * per_item);
+
+    fa_scratch_.resize((size_t) pool_.size());
+    pool_.parallel_for(n_items, [&](int64_t item, int thread) {
+        const int64_t c = item % plan.n_chunks, s = item / plan.n_chunks;
+        const int64_t c0 = c * plan.chunk;
+        const int64_t c1 = std::min(d.n_kv, c0 + plan.chunk);
+        run_chunk(d, a, qrot, s, c0, c1, fa_partial_.data() + (size_t) item * per_item, fa_scratch_[(size_t) thread]);
+    });
+
+    // log-sum-exp merge of the chunks of each stream into out
+    pool_.parallel_for(d.n_stream, [&](int64_t s, int) {
+        const float * base = fa_partial_.data() + (size_t) s * (size_t) plan.n_chunks * per_item;
+        for (int64_t r = 0; r < n_q; ++r) {
+            const int64_t t = r / d.n_head, h = r % d.n_head;
+            float * o = a.out + ((s * d.n_tps + t) * d.n_head + h) * dv;
+            float mx = -INFINITY;
+            for (int64_t c = 0; c < plan.n_chunks; ++c) mx = std::max(mx, base[(size_t) c * per_item + (size_t) r * pstride]);
+            std::fill(o, o + dv, 0.0f);
+            if (mx == -INFINITY) continue;  // every cell masked: zeros, as ggml's S == 0 guard
+            float l = 0.0f;
+            for (int64_t c = 0; c < plan.n_chunks; ++c) {
+                const float * p = base + (size_t) c * per_item + (size_t) r * pstride;
+                if (p[0] == -INFINITY) continue;
+                const float w = expf(p[0] - mx);
+                l += w * p[1];
+                cpu::axpy_f32(o, p + 2, w, dv);
+            }
+            const float inv = 1.0f / l;
+            for (int64_t e = 0; e < dv; ++e) o[e] *= inv;
+            if (d.rot.v()) fwht_blocks(o, dv, d.rot.n_v);
+        }
+    });
+}
+
+}  // namespace kvsim

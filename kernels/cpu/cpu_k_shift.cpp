@@ -1,0 +1,51 @@
+// K-shift on the CPU (llama-kv-cache.cpp: build_graph_shift / build_rope_shift, ggml_rope_ext_inplace).
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "cpu/simd.h"
+#include "quant.h"
+#include "util/errors.h"
+
+namespace kvsim {
+
+kshift_report cpu_backend::k_shift(const kshift_desc & d, const kv_tensor & k, const int32_t * shift) {
+    check_kshift(d, k);
+    kshift_report rep;
+    rep.cells = k.kv_size * k.n_stream;
+    const bool quant = ggml_is_quantized(k.type);
+    rep.null_rotation_hazard = quant && !d.rot.k();
+    if (rep.null_rotation_hazard && d.on_null_rot == null_rot_policy::refuse) {
+        throw usage_error(
+            "K-shift of a quantized K cache without Hadamard rotation: llama.cpp dereferences a null rotation tensor "
+            "here and crashes (PR #25636); pass null_rot_policy::plain to shift without rotation");
+    }
+    const bool rot = quant && d.rot.k();
+    const int64_t n = k.head_dim * k.n_head_kv;
+    float corr[2];
+    rope_yarn_corr_dims(d.rope.n_rot, d.rope.n_ctx_orig, d.rope.freq_base, d.rope.beta_fast, d.rope.beta_slow, corr);
+
+    constexpr int64_t block = 256;
+    pool_.parallel_for((rep.cells + block - 1) / block, [&](int64_t b, int) {
+        std::vector<float> row((size_t) n), cache((size_t) d.rope.n_rot);
+        int64_t cached_pos = INT64_MIN;
+        const int64_t c1 = std::min(rep.cells, (b + 1) * block);
+        for (int64_t c = b * block; c < c1; ++c) {
+            if (shift[c] != cached_pos) {
+                rope_cache_init(d.rope, shift[c], corr, cache.data());
+                cached_pos = shift[c];
+            }
+            void * r = k.row(0, c);
+            float * x = k.type == ggml_type::f32 ? static_cast<float *>(r) : row.data();
+            if (k.type != ggml_type::f32) cpu::row_to_f32_fast(k.type, r, x, n);
+            if (rot) fwht_blocks(x, n, d.rot.n_k);
+            for (int64_t h = 0; h < k.n_head_kv; ++h) rope_rotate(d.rope, cache.data(), x + h * k.head_dim);
+            if (rot) fwht_blocks(x, n, d.rot.n_k);
+            if (k.type != ggml_type::f32) row_from_f32(k.type, x, r, n);
+        }
+    });
+    return rep;
+}
+
+}  // namespace kvsim

@@ -1,0 +1,66 @@
+#include "cpu/thread_pool.h"
+
+namespace kvsim {
+
+thread_pool::thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+    for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
+}
+
+thread_pool::~thread_pool() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+    }
+    cv_start_.notify_all();
+    for (auto & w : workers_) w.join();
+}
+
+void thread_pool::drain(int thread) {
+    for (;;) {
+        const int64_t i = next_.fetch_add(1, std::memory_order_relaxed);
+        if (i >= n_tasks_) return;
+        try {
+            (*fn_)(i, thread);
+        } catch (...) {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (!error_) error_ = std::current_exception();
+            next_.store(n_tasks_, std::memory_order_relaxed);
+        }
+    }
+}
+
+void thread_pool::worker(int thread) {
+    uint64_t seen = 0;
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
+            if (stop_) return;
+            seen = generation_;
+        }
+        drain(thread);
+        std::lock_guard<std::mutex> lk(mu_);
+        if (--busy_ == 0) cv_done_.notify_one();
+    }
+}
+
+void thread_pool::parallel_for(int64_t n_tasks, const std::function<void(int64_t, int)> & fn) {
+    if (n_tasks <= 0) return;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        fn_ = &fn;
+        n_tasks_ = n_tasks;
+        next_.store(0, std::memory_order_relaxed);
+        error_ = nullptr;
+        busy_ = (int) workers_.size();
+        ++generation_;
+    }
+    cv_start_.notify_all();
+    drain(0);
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_done_.wait(lk, [&] { return busy_ == 0; });
+    fn_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+}
+
+}  // namespace kvsim

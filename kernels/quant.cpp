@@ -1,0 +1,109 @@
+#include "quant.h"
+
+// ggml rounds x*id and x*id + 8.5f separately; a fused multiply-add would change some nibbles.
+#pragma GCC optimize("fp-contract=off")
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace kvsim {
+
+void quantize_row_q8_0(const float * x, block_q8_0 * y, int64_t n) {
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+        const float * xb = x + i * QK8_0;
+        float amax = 0.0f;
+        for (int j = 0; j < QK8_0; ++j) amax = amax > std::fabs(xb[j]) ? amax : std::fabs(xb[j]);  // ggml MAX()
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = fp32_to_fp16(d);
+        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = (int8_t) std::roundf(xb[j] * id);
+    }
+}
+
+void quantize_row_q4_0(const float * x, block_q4_0 * y, int64_t n) {
+    for (int64_t i = 0; i < n / QK4_0; ++i) {
+        const float * xb = x + i * QK4_0;
+        float amax = 0.0f;
+        float max = 0.0f;
+        for (int j = 0; j < QK4_0; ++j) {
+            if (amax < std::fabs(xb[j])) {
+                amax = std::fabs(xb[j]);
+                max = xb[j];
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = fp32_to_fp16(d);
+        for (int j = 0; j < QK4_0 / 2; ++j) {
+            const int8_t t0 = (int8_t) (xb[j] * id + 8.5f);
+            const int8_t t1 = (int8_t) (xb[j + QK4_0 / 2] * id + 8.5f);
+            const uint8_t q0 = (uint8_t) (t0 < 15 ? t0 : 15);
+            const uint8_t q1 = (uint8_t) (t1 < 15 ? t1 : 15);
+            y[i].qs[j] = (uint8_t) (q0 | (q1 << 4));
+        }
+    }
+}
+
+void dequantize_row_q8_0(const block_q8_0 * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+        const float d = fp16_to_fp32(x[i].d);
+        for (int j = 0; j < QK8_0; ++j) y[i * QK8_0 + j] = x[i].qs[j] * d;
+    }
+}
+
+void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t n) {
+    for (int64_t i = 0; i < n / QK4_0; ++i) {
+        const float d = fp16_to_fp32(x[i].d);
+        for (int j = 0; j < QK4_0 / 2; ++j) {
+            y[i * QK4_0 + j] = ((x[i].qs[j] & 0x0f) - 8) * d;
+            y[i * QK4_0 + j + QK4_0 / 2] = ((x[i].qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+bool kernel_supports_type(ggml_type t) {
+    return t == ggml_type::f32 || t == ggml_type::f16 || t == ggml_type::q8_0 || t == ggml_type::q4_0;
+}
+
+namespace {
+void check_row(ggml_type t, int64_t n) {
+    if (!kernel_supports_type(t)) {
+        throw std::invalid_argument(std::string("attention kernels do not support cache type ") + ggml_type_name(t));
+    }
+    ggml_row_size(t, n);  // throws on a partial block
+}
+}  // namespace
+
+void row_to_f32(ggml_type t, const void * src, float * dst, int64_t n) {
+    check_row(t, n);
+    switch (t) {
+        case ggml_type::f32: std::memcpy(dst, src, (size_t) n * sizeof(float)); break;
+        case ggml_type::f16: {
+            const fp16_t * h = static_cast<const fp16_t *>(src);
+            for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+            break;
+        }
+        case ggml_type::q8_0: dequantize_row_q8_0(static_cast<const block_q8_0 *>(src), dst, n); break;
+        case ggml_type::q4_0: dequantize_row_q4_0(static_cast<const block_q4_0 *>(src), dst, n); break;
+        default: break;
+    }
+}
+
+void row_from_f32(ggml_type t, const float * src, void * dst, int64_t n) {
+    check_row(t, n);
+    switch (t) {
+        case ggml_type::f32: std::memcpy(dst, src, (size_t) n * sizeof(float)); break;
+        case ggml_type::f16: {
+            fp16_t * h = static_cast<fp16_t *>(dst);
+            for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(src[i]);
+            break;
+        }
+        case ggml_type::q8_0: quantize_row_q8_0(src, static_cast<block_q8_0 *>(dst), n); break;
+        case ggml_type::q4_0: quantize_row_q4_0(src, static_cast<block_q4_0 *>(dst), n); break;
+        default: break;
+    }
+}
+
+}  // namespace kvsim

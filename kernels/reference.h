@@ -1,0 +1,30 @@
+// Naive references of the attention kernels: straight loops in double (Eigen for the dense Hadamard matrix),
+// no tiling, no threads. Tests compare every backend against these.
+#pragma once
+
+#include <Eigen/Dense>
+
+#include "attention.h"
+
+namespace kvsim {
+
+// Dense normalised Sylvester-Walsh-Hadamard matrix of order n: H(i,j) = (-1)^popcount(i&j)/sqrt(n).
+Eigen::MatrixXd hadamard_matrix(int n);
+
+// KQ mask by the plain rule of semantics doc §6.3 (set_input_kq_mask_impl without the row-reuse shortcut).
+void ref_build_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, void * dst);
+
+// Flash attention by definition in double: dequantize K/V rows with row_to_f32, rotate Q/out with the dense
+// Hadamard matrix, scores s = scale*q.k (softcap: softcap*tanh(s/softcap) with scale already divided, as ggml),
+// s += slope*mask, two-pass softmax, weighted V sum. Fully masked rows -> zeros.
+void ref_flash_attn(const fa_desc & d, const fa_args & a);
+
+// RoPE of one head row in double: theta_i = pos * freq_scale-corrected freq (YaRN ramp and magnitude as
+// ggml_rope_ext), rotating the first p.n_rot dims (NORM or NEOX pairs).
+void ref_rope(const rope_params & p, int64_t pos, float * x);
+
+// K-shift reference: per cell, row_to_f32, dense H_k un-rotation (quantized + rot), ref_rope, H_k, row_from_f32.
+// Does not check the null-rotation hazard (plain path).
+void ref_k_shift(const kshift_desc & d, const kv_tensor & k, const int32_t * shift);
+
+}  // namespace kvsim

@@ -1,0 +1,210 @@
+// Flash-attention decode: CPU backend vs the double-precision reference across head dims, GQA ratios, n_kv,
+// KV types, masks with holes, SWA borders, fully masked rows, softcap, ALiBi and Hadamard rotation.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "fp16.h"
+#include "kv_content.h"
+#include "reference.h"
+
+using namespace kvsim;
+
+namespace {
+
+struct fa_case {
+    int64_t head_dim = 128, gqa = 4, n_head_kv = 2, n_kv = 300, n_tps = 1, n_stream = 1;
+    ggml_type tk = ggml_type::f16, tv = ggml_type::f16;
+    float softcap = 0.0f, max_bias = 0.0f;
+    float scale = 0.0f;      // 0 = 1/sqrt(head_dim)
+    bool rot = false;
+    int hole_every = 7;      // every n-th cell is empty (0 = none)
+    uint32_t n_swa = 0;      // standard SWA window, 0 = none
+    bool mask_all = false;   // mask every cell of token 0
+    bool mask_f32 = false;   // f32 mask (flash attention off in llama.cpp) instead of f16
+    int64_t stream0 = 0;     // first stream of the call inside a cache of stream0 + n_stream streams
+};
+
+// Tolerance on the max abs output error (|V| < 1): float accumulation vs double.
+double tolerance(const fa_case & c) { return c.tk == ggml_type::f32 && c.tv == ggml_type::f32 ? 2e-5 : 1e-4; }
+
+void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const attn_rot rot = attn_rot_config(c.tk, c.tv, c.head_dim, c.head_dim, !c.rot);
+    const int64_t kv_size = c.n_kv + 5;
+    kv_tensor k{nullptr, c.tk, c.head_dim, c.n_head_kv, kv_size, c.stream0 + c.n_stream};
+    kv_tensor v{nullptr, c.tv, c.head_dim, c.n_head_kv, kv_size, c.stream0 + c.n_stream};
+    std::vector<char> kb(k.total_bytes()), vb(v.total_bytes());
+    k.data = kb.data();
+    v.data = vb.data();
+    std::vector<llama_pos> cell_pos((size_t) kv_size);
+    std::vector<seq_set> cell_seq((size_t) kv_size);
+    for (int64_t s = 0; s < k.n_stream; ++s) {
+        for (int64_t j = 0; j < kv_size; ++j) {
+            write_kv_cell(k, s, j, 0, kv_which::k, (llama_seq_id) s, (llama_pos) j, rot.n_k);
+            write_kv_cell(v, s, j, 0, kv_which::v, (llama_seq_id) s, (llama_pos) j, rot.n_v);
+        }
+    }
+    fa_desc d;
+    d.head_dim_k = d.head_dim_v = c.head_dim;
+    d.n_head_kv = c.n_head_kv;
+    d.n_head = c.n_head_kv * c.gqa;
+    d.n_kv = c.n_kv;
+    d.n_tps = c.n_tps;
+    d.n_stream = c.n_stream;
+    d.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt((float) c.head_dim);
+    d.softcap = c.softcap;
+    d.max_bias = c.max_bias;
+    d.rot = rot;
+
+    // mask: each stream's cells hold positions 0..n_kv-1 of seq 0, holes empty; tokens at the end
+    std::vector<kq_mask_stream> views;
+    std::vector<std::vector<llama_pos>> tp((size_t) c.n_stream);
+    std::vector<std::vector<llama_seq_id>> ts((size_t) c.n_stream);
+    for (int64_t j = 0; j < kv_size; ++j) {
+        const bool hole = c.hole_every && j % c.hole_every == 3;
+        cell_pos[(size_t) j] = hole ? -1 : (llama_pos) j;
+        if (!hole) cell_seq[(size_t) j].set(0);
+    }
+    for (int64_t s = 0; s < c.n_stream; ++s) {
+        for (int64_t t = 0; t < c.n_tps; ++t) {
+            tp[(size_t) s].push_back((llama_pos) (c.n_kv - c.n_tps + t));
+            ts[(size_t) s].push_back(c.mask_all && t == 0 ? 1 : 0);  // seq 1 owns no cell: fully masked row
+        }
+        views.push_back({cell_pos.data(), cell_seq.data(), tp[(size_t) s].data(), ts[(size_t) s].data()});
+    }
+    kq_mask_desc md;
+    md.n_kv = c.n_kv;
+    md.n_tps = c.n_tps;
+    md.n_stream = c.n_stream;
+    md.n_swa = c.n_swa;
+    md.swa = c.n_swa ? swa_type::standard : swa_type::none;
+    md.alibi = c.max_bias > 0.0f;
+    md.type = c.mask_f32 ? ggml_type::f32 : ggml_type::f16;
+    std::vector<float> mask((size_t) (c.n_kv * c.n_tps * c.n_stream));  // f16 masks use the first half
+    be.build_kq_mask(md, views.data(), mask.data());
+
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> q((size_t) (c.head_dim * d.n_head * c.n_tps * c.n_stream));
+    for (auto & x : q) x = u(rng);
+    const size_t n_out = (size_t) (c.head_dim * d.n_head * c.n_tps * c.n_stream);
+    std::vector<float> out_ref(n_out), out(n_out, NAN);
+    fa_args a{q.data(), k, v, c.stream0, mask.data(), md.type, nullptr};
+    a.out = out_ref.data();
+    ref_flash_attn(d, a);
+    a.out = out.data();
+    be.flash_attn(d, be.plan_flash_attn(d), a);
+    double err = 0.0;
+    bool finite = true;
+    for (size_t i = 0; i < n_out; ++i) {
+        finite &= std::isfinite(out[i]);
+        err = std::max(err, (double) std::fabs(out[i] - out_ref[i]));
+    }
+    INFO("hd " << c.head_dim << " gqa " << c.gqa << " n_kv " << c.n_kv << " tk " << ggml_type_name(c.tk) << " tv "
+               << ggml_type_name(c.tv) << " rot " << c.rot << " err " << err);
+    CHECK(finite);
+    CHECK(err <= tolerance(c));
+    if (c.mask_all) {
+        for (int64_t e = 0; e < c.head_dim * d.n_head; ++e) CHECK(out[(size_t) e] == 0.0f);  // token 0, stream 0
+    }
+}
+
+}  // namespace
+
+TEST_CASE("flash attention matches the reference for every KV type, head dim and GQA ratio") {
+    cpu_backend be(2);
+    uint32_t seed = 1;
+    for (ggml_type t : {ggml_type::f32, ggml_type::f16, ggml_type::q8_0, ggml_type::q4_0}) {
+        for (int64_t hd : {64, 128, 256}) {
+            for (int64_t gqa : {1, 4, 8}) {
+                fa_case c;
+                c.tk = c.tv = t;
+                c.head_dim = hd;
+                c.gqa = gqa;
+                c.n_kv = 1 + (int64_t) (seed * 97 % 700);
+                c.rot = ggml_is_quantized(t) && seed % 2 == 0;
+                run_case(c, be, seed++);
+            }
+        }
+    }
+}
+
+TEST_CASE("mixed K/V types, short prefill chunks, several streams") {
+    cpu_backend be(2);
+    fa_case c;
+    c.tk = ggml_type::q8_0;
+    c.tv = ggml_type::f16;
+    c.n_tps = 3;
+    c.n_stream = 2;
+    c.n_kv = 1000;
+    run_case(c, be, 11);
+    c.tk = ggml_type::f16;
+    c.tv = ggml_type::q4_0;
+    c.rot = true;
+    run_case(c, be, 12);
+    c.mask_f32 = true;
+    c.stream0 = 1;
+    c.n_stream = 1;
+    run_case(c, be, 13);
+}
+
+TEST_CASE("n_kv edge sizes: 1, tile +- 1, large split-KV") {
+    cpu_backend be(2);
+    for (int64_t n : {1, 31, 32, 33, 257, 4097}) {
+        fa_case c;
+        c.n_kv = n;
+        c.hole_every = n > 3 ? 5 : 0;
+        run_case(c, be, (uint32_t) n);
+    }
+    fa_case big;
+    big.n_kv = 65536;
+    big.n_head_kv = 1;
+    big.gqa = 8;
+    big.head_dim = 64;
+    big.tk = big.tv = ggml_type::q4_0;
+    big.n_swa = 40000;  // SWA border far inside the cache: most early tiles skipped
+    run_case(big, be, 99);
+}
+
+TEST_CASE("SWA borders, fully masked rows, softcap and ALiBi") {
+    cpu_backend be(2);
+    fa_case c;
+    c.n_kv = 500;
+    c.n_tps = 2;
+    c.n_swa = 33;
+    run_case(c, be, 5);
+    c.mask_all = true;
+    run_case(c, be, 6);
+    c.mask_all = false;
+    c.n_swa = 0;
+    c.softcap = 5.0f;  // with scale 1 the scores (~4) sit on the bend of tanh
+    c.scale = 1.0f;
+    run_case(c, be, 7);
+    c.scale = 0.0f;
+    c.softcap = 0.0f;
+    c.max_bias = 8.0f;
+    c.gqa = 3;  // n_head 6: slopes use n_head_log2 = 4 and the m1 branch
+    run_case(c, be, 8);
+}
+
+TEST_CASE("flash attention rejects bad shapes") {
+    cpu_backend be(1);
+    std::vector<char> buf(1 << 16);
+    kv_tensor k{buf.data(), ggml_type::f16, 128, 2, 16, 1};
+    std::vector<float> q(128 * 8), out(128 * 8);
+    fa_desc d;
+    d.n_head = 8;
+    d.n_head_kv = 2;
+    d.n_kv = 17;  // > kv_size
+    fa_args a{q.data(), k, k, 0, nullptr, ggml_type::f16, out.data()};
+    CHECK_THROWS_AS(be.flash_attn(d, be.plan_flash_attn(d), a), std::invalid_argument);
+    d.n_kv = 16;
+    d.n_head = 7;
+    CHECK_THROWS_AS(be.flash_attn(d, be.plan_flash_attn(d), a), std::invalid_argument);
+    d.n_head = 8;
+    d.max_bias = 1.0f;  // ALiBi without a mask
+    CHECK_THROWS_AS(be.flash_attn(d, be.plan_flash_attn(d), a), std::invalid_argument);
+}

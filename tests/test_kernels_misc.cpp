@@ -1,0 +1,59 @@
+// Bytes-moved accounting, the bandwidth probe's contract, deterministic K/V content, the thread pool.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "bandwidth.h"
+#include "bytes.h"
+#include "cpu/thread_pool.h"
+#include "kv_content.h"
+
+using namespace kvsim;
+
+TEST_CASE("bytes moved by the kernels") {
+    // Llama-3-8B layer, decode, n_kv 16K, f16: 16384 cells * 8 heads * (256 + 256) bytes
+    CHECK(fa_kv_bytes(16384, 1, 8, ggml_type::f16, 128, ggml_type::f16, 128) == 16384ull * 8 * 512);
+    CHECK(fa_kv_bytes(100, 2, 8, ggml_type::q8_0, 128, ggml_type::q4_0, 128) == 200ull * 8 * (136 + 72));
+    CHECK(kq_mask_bytes(256, 3, 2, ggml_type::f16) == 256 * 3 * 2 * 2);
+    CHECK(kq_mask_bytes(256, 3, 2, ggml_type::f32) == 256 * 3 * 2 * 4);
+    CHECK(kshift_bytes(1000, 1, 8, ggml_type::q8_0, 128) == 1000ull * (2 * 8 * 136 + 4));
+}
+
+TEST_CASE("bandwidth probe returns positive finite rates and rejects bad sizes") {
+    const auto r = measure_bandwidth(8 << 20, 2, 2);  // small buffer: contract only, no timing assertion
+    CHECK(std::isfinite(r.read_gbs));
+    CHECK(r.read_gbs > 0.0);
+    CHECK(r.copy_gbs > 0.0);
+    CHECK_THROWS_AS(measure_bandwidth(100, 1, 1), std::invalid_argument);
+    CHECK_THROWS_AS(measure_bandwidth(1 << 20, 0, 1), std::invalid_argument);
+}
+
+TEST_CASE("K/V content is deterministic, in [-1, 1), and differs between K and V") {
+    CHECK(kv_value(0, kv_which::k, 3, 17, 2, 5) == kv_value(0, kv_which::k, 3, 17, 2, 5));
+    CHECK(kv_value(0, kv_which::k, 3, 17, 2, 5) != kv_value(0, kv_which::v, 3, 17, 2, 5));
+    double sum = 0.0;
+    for (int d = 0; d < 4096; ++d) {
+        const float x = kv_value(1, kv_which::v, 0, d, 0, d);
+        CHECK(x >= -1.0f);
+        CHECK(x < 1.0f);
+        sum += x;
+    }
+    CHECK(std::fabs(sum / 4096) < 0.05);
+    std::vector<char> buf(2 * 4 * 64 * 2);
+    kv_tensor t{buf.data(), ggml_type::f16, 64, 2, 4, 1};
+    CHECK_THROWS_AS(write_kv_cell(t, 0, 4, 0, kv_which::k, 0, 0, 0), std::out_of_range);
+}
+
+TEST_CASE("thread pool runs every task once and propagates exceptions") {
+    thread_pool pool(3);
+    std::vector<std::atomic<int>> hits(1000);
+    pool.parallel_for(1000, [&](int64_t i, int) { hits[(size_t) i]++; });
+    for (auto & h : hits) CHECK(h.load() == 1);
+    CHECK_THROWS_AS(pool.parallel_for(10, [](int64_t i, int) { if (i == 5) throw std::runtime_error("x"); }), std::runtime_error);
+    std::atomic<int> bad{0};
+    pool.parallel_for(100, [&](int64_t, int t) { if (t < 0 || t >= pool.size()) ++bad; });
+    CHECK(bad.load() == 0);
+}

@@ -1,0 +1,163 @@
+// RoPE (ggml float path) vs a double reference; K-shift of f32/f16/quantized K vs the references; the
+// null-rotation hazard.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "kv_content.h"
+#include "quant.h"
+#include "reference.h"
+#include "util/errors.h"
+
+using namespace kvsim;
+
+namespace {
+std::vector<rope_params> param_sets() {
+    std::vector<rope_params> v;
+    rope_params p;
+    v.push_back(p);
+    p.mode = rope_mode::neox;
+    p.freq_base = 500000.0f;
+    v.push_back(p);
+    p.n_rot = 64;  // partial RoPE: dims 64..127 untouched
+    v.push_back(p);
+    rope_params y;  // YaRN x4
+    y.mode = rope_mode::neox;
+    y.freq_scale = 0.25f;
+    y.ext_factor = 1.0f;
+    y.attn_factor = 1.0f;
+    y.n_ctx_orig = 4096;
+    v.push_back(y);
+    return v;
+}
+}  // namespace
+
+TEST_CASE("RoPE float path equals the double reference") {
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (const auto & p : param_sets()) {
+        float corr[2];
+        rope_yarn_corr_dims(p.n_rot, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow, corr);
+        std::vector<float> cache((size_t) p.n_rot);
+        for (int64_t pos : {0, 1, 17, -300, 4000, 60000}) {
+            std::vector<float> x(128), y;
+            for (auto & e : x) e = u(rng);
+            y = x;
+            const auto x0 = x;
+            rope_cache_init(p, pos, corr, cache.data());
+            rope_rotate(p, cache.data(), x.data());
+            ref_rope(p, pos, y.data());
+            // ggml builds theta_i = pos*theta_scale^i by repeated float multiplication: the angle error grows
+            // to ~|pos| * (n_rot/2) * 2^-24 rad, which the kernel reproduces on purpose
+            const double tol = 2e-6 + 4e-6 * std::fabs((double) pos);
+            for (int i = 0; i < 128; ++i) CHECK(std::fabs(x[(size_t) i] - y[(size_t) i]) <= tol);
+            for (int i = p.n_rot; i < 128; ++i) CHECK(x[(size_t) i] == x0[(size_t) i]);
+        }
+    }
+}
+
+TEST_CASE("YaRN magnitude factor is applied on every shift, even shift 0") {
+    rope_params p;
+    p.freq_scale = 0.25f;
+    p.ext_factor = 1.0f;
+    p.n_ctx_orig = 4096;
+    float corr[2], cache[128];
+    rope_yarn_corr_dims(p.n_rot, p.n_ctx_orig, p.freq_base, p.beta_fast, p.beta_slow, corr);
+    rope_cache_init(p, 0, corr, cache);
+    CHECK(cache[0] == doctest::Approx(1.0f + 0.1f * std::log(4.0f)));  // semantics doc §5.3 item 1
+}
+
+TEST_CASE("K-shift of f32/f16 K equals the reference") {
+    cpu_backend be(2);
+    for (ggml_type t : {ggml_type::f32, ggml_type::f16}) {
+        for (const auto & p : param_sets()) {
+            kv_tensor k{nullptr, t, 128, 2, 300, 2};
+            std::vector<char> a(k.total_bytes()), b(k.total_bytes());
+            k.data = a.data();
+            std::vector<int32_t> shift((size_t) (k.kv_size * k.n_stream));
+            for (int64_t c = 0; c < k.kv_size * k.n_stream; ++c) {
+                write_kv_cell(k, c / k.kv_size, c % k.kv_size, 1, kv_which::k, 0, (llama_pos) c, 0);
+                shift[(size_t) c] = (int32_t) (c % 5) * 37 - 50;
+            }
+            b = a;
+            kshift_desc d;
+            d.rope = p;
+            const auto rep = be.k_shift(d, k, shift.data());
+            CHECK(rep.cells == 600);
+            CHECK(!rep.null_rotation_hazard);
+            k.data = b.data();
+            ref_k_shift(d, k, shift.data());
+            const int64_t n = k.head_dim * k.n_head_kv;
+            std::vector<float> ra((size_t) n), rb((size_t) n);
+            double err = 0.0;
+            for (int64_t c = 0; c < 600; ++c) {
+                row_to_f32(t, a.data() + c * k.row_bytes(), ra.data(), n);
+                row_to_f32(t, b.data() + c * k.row_bytes(), rb.data(), n);
+                for (int64_t i = 0; i < n; ++i) err = std::max(err, (double) std::fabs(ra[(size_t) i] - rb[(size_t) i]));
+            }
+            // f16: one ulp at |x| < 2 (float vs double rounding decides the last bit)
+            CHECK(err <= (t == ggml_type::f16 ? 1e-3 : 2e-5));
+        }
+    }
+}
+
+TEST_CASE("K-shift of rotated quantized K stays within quantization error of the float path") {
+    cpu_backend be(2);
+    rope_params p;
+    p.mode = rope_mode::neox;
+    for (ggml_type t : {ggml_type::q8_0, ggml_type::q4_0}) {
+        const attn_rot rot = attn_rot_config(t, t, 128, 128, false);
+        REQUIRE(rot.n_k == 128);
+        kv_tensor k{nullptr, t, 128, 2, 200, 1};
+        std::vector<char> buf(k.total_bytes());
+        k.data = buf.data();
+        std::vector<int32_t> shift(200);
+        for (int64_t c = 0; c < 200; ++c) {
+            write_kv_cell(k, 0, c, 2, kv_which::k, 0, (llama_pos) c, rot.n_k);
+            shift[(size_t) c] = (int32_t) c * 3 + 1;
+        }
+        kshift_desc d;
+        d.rope = p;
+        d.rot = rot;
+        be.k_shift(d, k, shift.data());
+        std::vector<float> row(256), want(128);
+        double sq = 0.0;
+        for (int64_t c = 0; c < 200; ++c) {
+            row_to_f32(t, k.row(0, c), row.data(), 256);
+            fwht_blocks(row.data(), 256, rot.n_k);  // back to the unrotated basis
+            for (int64_t h = 0; h < 2; ++h) {
+                for (int64_t e = 0; e < 128; ++e) want[(size_t) e] = kv_value(2, kv_which::k, 0, (llama_pos) c, h, e);
+                ref_rope(p, shift[(size_t) c], want.data());
+                for (int64_t e = 0; e < 128; ++e) {
+                    const double diff = row[(size_t) (h * 128 + e)] - want[(size_t) e];
+                    sq += diff * diff;
+                }
+            }
+        }
+        // two quantizations (cell write + requantization), each with RMS error step/sqrt(12), step = amax/127
+        // (q8_0) or amax/8 (q4_0); rotated content has block amax < 2, so RMS < 0.5 * 2/127 or 0.5 * 2/8
+        const double rms = std::sqrt(sq / (200.0 * 256.0));
+        const double bound = 0.5 * (t == ggml_type::q8_0 ? 2.0 / 127 : 2.0 / 8);
+        INFO(ggml_type_name(t) << " rms " << rms);
+        CHECK(rms < bound);
+        CHECK(rms > 0.0);
+    }
+}
+
+TEST_CASE("quantized K without rotation: the upstream null-rotation hazard is refused or reported") {
+    cpu_backend be(1);
+    kv_tensor k{nullptr, ggml_type::q8_0, 64, 1, 4, 1};
+    std::vector<char> buf(k.total_bytes(), 0);
+    k.data = buf.data();
+    std::vector<int32_t> shift(4, 1);
+    kshift_desc d;
+    d.rope.n_rot = 64;
+    CHECK_THROWS_AS(be.k_shift(d, k, shift.data()), usage_error);
+    d.on_null_rot = null_rot_policy::plain;
+    CHECK(be.k_shift(d, k, shift.data()).null_rotation_hazard);
+    d.rope.n_rot = 65;
+    CHECK_THROWS_AS(be.k_shift(d, k, shift.data()), std::invalid_argument);
+}
