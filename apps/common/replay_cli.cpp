@@ -36,6 +36,26 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--swa-pattern", swa_pattern, "Override the SWA layer pattern (n_pattern; 0 = all layers SWA)");
     cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)");
     cmd.add_option("--out", o.out_dir, "Directory for reports (summary.json, occupancy.csv, ...)");
+    cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable)");
+    cmd.add_flag("--context-shift", o.server.context_shift, "Shift a full slot (seq_rm + seq_add) instead of stopping it");
+    cmd.add_option("--keep", o.server.n_keep, "n_keep: tokens kept at a context shift (-1 = the whole prompt)")
+        ->capture_default_str();
+    cmd.add_option("--n-discard", o.server.n_discard, "n_discard at a context shift (0 = n_left / 2)")->capture_default_str();
+    cmd.add_option("--arrivals", arrivals, "trace: requests arrive at their timestamps; saturate: admit as soon as a slot frees")
+        ->check(CLI::IsMember({"trace", "saturate"}))
+        ->capture_default_str();
+    cmd.add_flag("--no-cache-prompt", no_cache_prompt, "Do not reuse a slot's cached prompt prefix (server cache_prompt=false)");
+    cmd.add_flag("--no-share-prefix", no_share_prefix, "Do not copy a cached prefix from another slot with seq_cp");
+    cmd.add_option("--slot-prompt-similarity", o.server.slot_prompt_similarity,
+                   "Prefer the idle slot whose cached prefix covers more than this fraction of the prompt")
+        ->capture_default_str();
+    cmd.add_option("--device", device, "Step-time roofline device: h200 h100 a100 cpu")
+        ->check(CLI::IsMember({"h200", "h100", "a100", "cpu"}))
+        ->capture_default_str();
+    cmd.add_option("--bandwidth-gbs", bandwidth_gbs, "Override the device memory bandwidth (GB/s)");
+    cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)");
+    cmd.add_option("--occupancy-every", o.occupancy_every, "occupancy.csv: one row every N ubatches (0 = auto, about 20k rows)");
+    cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)");
     cmd.add_flag("-q,--quiet", o.quiet, "No terminal summary");
     cmd.add_flag("--no-progress", no_progress, "Never draw a progress bar");
     cmd.add_flag("--progress", force_progress, "Draw a progress bar even when stderr is not a terminal");
@@ -74,6 +94,13 @@ replay_options replay_cli::finish() {
         throw usage_error(fmt::format("-ub {} > -b {}: n_ubatch cannot exceed n_batch", o.ctx.n_ubatch, o.ctx.n_batch));
     }
     o.ctx.flash_attn = flash_attn != "off";
+    o.server.arrivals = arrivals == "saturate" ? arrival_mode::saturate : arrival_mode::trace;
+    o.server.cache_prompt = !no_cache_prompt;
+    o.server.share_prefix = !no_share_prefix;
+    o.device = device_preset(device);
+    if (bandwidth_gbs) o.device.bandwidth_gbs = *bandwidth_gbs;
+    if (peak_tflops) o.device.peak_tflops = *peak_tflops;
+    if (o.device.bandwidth_gbs <= 0 || o.device.peak_tflops <= 0) throw usage_error("--bandwidth-gbs and --tflops must be > 0");
     if (no_progress) o.progress = false;
     if (force_progress) o.progress = true;
     return o;

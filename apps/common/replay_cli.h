@@ -13,7 +13,9 @@ struct replay_cli {
     std::string model_name = "llama-3-8b";
     std::string type_k = "f16", type_v = "f16", flash_attn = "auto", swa_type_name;
     std::optional<uint32_t> n_layer, n_head, n_head_kv, head_dim, n_swa, swa_pattern;
-    bool no_progress = false, force_progress = false;
+    bool no_progress = false, force_progress = false, no_cache_prompt = false, no_share_prefix = false;
+    std::string arrivals = "trace", device = "h200";
+    std::optional<double> bandwidth_gbs, peak_tflops;
 
     void add_to(CLI::App & cmd);
     // Resolve the model preset and overrides, types and flags. Throws usage_error.

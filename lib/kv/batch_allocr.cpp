@@ -7,35 +7,71 @@
 
 namespace kvsim {
 
-namespace {
-struct seq_pos_stat {
-    llama_pos min = -1;
-    llama_pos max = -1;
-    std::vector<llama_pos> all;   // to count distinct positions
-};
-
-bool validate_positions(const std::vector<seq_pos_stat> & sp, const kv_memory & mem, uint32_t n_seq_max, std::string * err) {
-    for (uint32_t s = 0; s < n_seq_max; ++s) {
-        if (sp[s].all.empty()) {
-            continue;
-        }
+bool batch_allocr::validate_positions(const kv_memory & mem, std::string * err) {
+    for (size_t s = seq_unq_._Find_first(); s < seq_unq_.size(); s = seq_unq_._Find_next(s)) {
+        const seq_pos_stat & st = sp_[s];
         const llama_pos p0 = mem.seq_pos_max((llama_seq_id) s);
-        if (p0 >= 0 && sp[s].min != p0 + 1) {
+        if (p0 >= 0 && st.min != p0 + 1) {
             *err = fmt::format("the tokens of sequence {} in the input batch have inconsistent sequence positions: "
-                               "X = {} (last in memory), Y = {} (first in batch), Y = X + 1 required", s, p0, sp[s].min);
+                               "X = {} (last in memory), Y = {} (first in batch), Y = X + 1 required", s, p0, st.min);
             return false;
         }
-        std::vector<llama_pos> u = sp[s].all;
-        std::sort(u.begin(), u.end());
-        const auto n_distinct = std::unique(u.begin(), u.end()) - u.begin();
-        if (sp[s].max - sp[s].min + 1 > n_distinct) {
+        int64_t n_distinct = st.count;
+        if (!st.consecutive) {
+            std::vector<llama_pos> u;
+            for (uint32_t i = 0; i < batch_.n_tokens(); ++i) {
+                for (llama_seq_id q : batch_.seq_id[i]) {
+                    if (q == (llama_seq_id) s) u.push_back(batch_.pos[i]);
+                }
+            }
+            std::sort(u.begin(), u.end());
+            n_distinct = std::unique(u.begin(), u.end()) - u.begin();
+        }
+        if ((int64_t) st.max - st.min + 1 > n_distinct) {
             *err = fmt::format("sequence {} positions are not continuous", s);
             return false;
         }
     }
     return true;
 }
-}  // namespace
+
+bool batch_allocr::check_coupled(const kv_memory & mem, std::string * err) const {
+    for (size_t s1 = seq_unq_._Find_first(); s1 < seq_unq_.size(); s1 = seq_unq_._Find_next(s1)) {
+        const seq_set & c = sp_[s1].cpl;
+        for (size_t s0 = c._Find_first(); s0 < c.size(); s0 = c._Find_next(s0)) {
+            if (mem.seq_pos_min((llama_seq_id) s0) != mem.seq_pos_min((llama_seq_id) s1) ||
+                mem.seq_pos_max((llama_seq_id) s0) != mem.seq_pos_max((llama_seq_id) s1)) {
+                *err = fmt::format("sequence {} is coupled to {} in the input batch, but have diverged", s1, s0);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+bool batch_allocr::check_sets_and_order(std::string * err) {
+    // no partial sequence subsets, no decreasing positions
+    for (size_t s = seq_unq_._Find_first(); s < seq_unq_.size(); s = seq_unq_._Find_next(s)) {
+        sp_[s].cur_set.set();
+        sp_[s].cur_pos = -1;
+    }
+    for (uint32_t i = 0; i < batch_.n_tokens(); ++i) {
+        for (llama_seq_id s : batch_.seq_id[i]) {
+            seq_pos_stat & st = sp_[s];
+            st.cur_set &= seq_set_[i];
+            if (st.cur_set.none()) {
+                *err = fmt::format("sequence {} belongs to incompatible sequence sets (not allowed)", s);
+                return false;
+            }
+            if (batch_.pos[i] < st.cur_pos) {
+                *err = fmt::format("sequence {} positions are decreasing (not allowed)", s);
+                return false;
+            }
+            st.cur_pos = batch_.pos[i];
+        }
+    }
+    return true;
+}
 
 bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uint32_t n_seq_max, std::string * err) {
     batch_ = batch;
@@ -43,6 +79,7 @@ bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uin
     has_cpl_ = false;
     seq_set_.clear();
     seq_set_map_.clear();
+    seq_unq_.reset();
     if (batch.n_tokens() == 0) {
         *err = "n_tokens == 0";
         return false;
@@ -55,19 +92,26 @@ bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uin
             }
         }
     }
-    std::vector<seq_pos_stat> sp(n_seq_max);
-    std::vector<seq_set> cpl(n_seq_max);   // cpl[s1] has s0: s1 coupled to s0
+    seq_set_.reserve(batch.n_tokens());
     for (uint32_t i = 0; i < batch.n_tokens(); ++i) {
-        const llama_seq_id s0 = batch.seq_id[i][0];
+        const auto ids = batch.seq_id[i];
         seq_set cur;
-        for (size_t k = 0; k < batch.seq_id[i].size(); ++k) {
-            const llama_seq_id s1 = batch.seq_id[i][k];
-            auto & st = sp[s1];
-            st.min = st.all.empty() ? batch.pos[i] : std::min(st.min, batch.pos[i]);
-            st.max = st.all.empty() ? batch.pos[i] : std::max(st.max, batch.pos[i]);
-            st.all.push_back(batch.pos[i]);
+        for (size_t k = 0; k < ids.size(); ++k) {
+            const llama_seq_id s1 = ids[k];
+            seq_pos_stat & st = sp_[s1];
+            const llama_pos p = batch.pos[i];
+            if (!seq_unq_.test(s1)) {
+                seq_unq_.set(s1);
+                st = seq_pos_stat{p, p, 0, true, p, {}, {}, -1};
+            } else {
+                st.consecutive = st.consecutive && p == st.last + 1;
+                st.min = std::min(st.min, p);
+                st.max = std::max(st.max, p);
+            }
+            st.last = p;
+            ++st.count;
             if (k > 0) {
-                cpl[s1].set(s0);
+                st.cpl.set(ids[0]);
                 has_cpl_ = true;
             }
             cur.set(s1);
@@ -75,34 +119,8 @@ bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uin
         seq_set_.push_back(cur);
         seq_set_map_[cur].push_back((int32_t) i);
     }
-    if (!validate_positions(sp, mem, n_seq_max, err)) {
+    if (!validate_positions(mem, err) || (has_cpl_ && !check_coupled(mem, err)) || !check_sets_and_order(err)) {
         return false;
-    }
-    for (uint32_t s1 = 0; s1 < n_seq_max && has_cpl_; ++s1) {
-        for (size_t s0 = cpl[s1]._Find_first(); s0 < cpl[s1].size(); s0 = cpl[s1]._Find_next(s0)) {
-            if (mem.seq_pos_min((llama_seq_id) s0) != mem.seq_pos_min((llama_seq_id) s1) ||
-                mem.seq_pos_max((llama_seq_id) s0) != mem.seq_pos_max((llama_seq_id) s1)) {
-                *err = fmt::format("sequence {} is coupled to {} in the input batch, but have diverged", s1, s0);
-                return false;
-            }
-        }
-    }
-    // no partial sequence subsets, no decreasing positions
-    std::vector<seq_set> cur_set(n_seq_max, seq_set{}.set());
-    std::vector<llama_pos> cur_pos(n_seq_max, -1);
-    for (uint32_t i = 0; i < batch.n_tokens(); ++i) {
-        for (llama_seq_id s : batch.seq_id[i]) {
-            cur_set[s] &= seq_set_[i];
-            if (cur_set[s].none()) {
-                *err = fmt::format("sequence {} belongs to incompatible sequence sets (not allowed)", s);
-                return false;
-            }
-            if (batch.pos[i] < cur_pos[s]) {
-                *err = fmt::format("sequence {} positions are decreasing (not allowed)", s);
-                return false;
-            }
-            cur_pos[s] = batch.pos[i];
-        }
     }
     split_reset();
     return true;

@@ -32,6 +32,19 @@ public:
     const llama_batch_in & batch() const { return batch_; }
 
 private:
+    // per-sequence facts of the batch being validated (only entries of seq_unq_ are valid)
+    struct seq_pos_stat {
+        llama_pos min = -1, max = -1;
+        int64_t count = 0;
+        bool consecutive = true;    // positions arrived as p, p+1, ... (no sort needed)
+        llama_pos last = -1;
+        seq_set cpl;                // sequences this one is coupled to (shares a token with)
+        seq_set cur_set;
+        llama_pos cur_pos = -1;
+    };
+    bool validate_positions(const kv_memory & mem, std::string * err);
+    bool check_coupled(const kv_memory & mem, std::string * err) const;
+    bool check_sets_and_order(std::string * err);
     ubatch ubatch_add(const std::vector<int32_t> & idxs, uint32_t n_seqs, bool equal_seqs) const;
 
     llama_batch_in batch_;
@@ -40,6 +53,8 @@ private:
     std::vector<seq_set> seq_set_;                                  // per token
     std::unordered_map<seq_set, std::vector<int32_t>> seq_set_map_; // set -> its tokens, in order
     std::vector<bool> used_;
+    seq_set seq_unq_;
+    std::vector<seq_pos_stat> sp_ = std::vector<seq_pos_stat>(LLAMA_MAX_SEQ);
     uint32_t n_used_ = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "replay/op_replay.h"
 
+#include "replay/op_runner.h"
 #include "util/errors.h"
 
 #include <fmt/format.h>
@@ -7,58 +8,6 @@
 #include <stdexcept>
 
 namespace kvsim {
-
-namespace {
-// Forwards decode events to the cell dump (with the op's line) and to the caller's observer.
-class replay_observer : public decode_observer {
-public:
-    replay_observer(cell_dumper * dump, decode_observer * next) : dump_(dump), next_(next) {}
-    long line = 0;
-
-    void on_update(const kv_memory & mem) override {
-        if (next_) next_->on_update(mem);
-    }
-    void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override {
-        if (dump_) dump_->apply(line, c, sinfo);
-        if (next_) next_->on_apply(c, sinfo, ub, n_kv);
-    }
-
-private:
-    cell_dumper * dump_;
-    decode_observer * next_;
-};
-
-std::string op_text(const op_group & g) {
-    const op_row & r = g.rows.front();
-    std::string s = op_kind_name(g.op);
-    if (g.op == op_kind::decode) {
-        for (const auto & row : g.rows) {
-            s += fmt::format(" {}:{}{}", fmt::join(row.seqs, ","), row.n_tokens, row.has_p0 ? fmt::format("@{}", row.p0) : "");
-        }
-        return s;
-    }
-    if (g.op == op_kind::clear) return s;
-    s += fmt::format(" {}", r.seqs.empty() ? -1 : r.seqs[0]);
-    if (g.op == op_kind::cp) s += fmt::format(" {}", r.seq_dst);
-    if (g.op != op_kind::keep) s += fmt::format(" {} {}", r.p0, r.p1);
-    if (g.op == op_kind::add || g.op == op_kind::div) s += fmt::format(" {}", r.delta);
-    return s;
-}
-
-void run_seq_op(const op_group & g, kv_memory & mem) {
-    const op_row & r = g.rows.front();
-    const llama_seq_id s = r.seqs.empty() ? -1 : r.seqs[0];
-    switch (g.op) {
-        case op_kind::rm: mem.seq_rm(s, r.p0, r.p1); break;
-        case op_kind::cp: mem.seq_cp(s, r.seq_dst, r.p0, r.p1); break;
-        case op_kind::keep: mem.seq_keep(s); break;
-        case op_kind::add: mem.seq_add(s, r.p0, r.p1, r.delta); break;
-        case op_kind::div: mem.seq_div(s, r.p0, r.p1, r.delta); break;
-        case op_kind::clear: mem.clear(); break;
-        case op_kind::decode: break;
-    }
-}
-}  // namespace
 
 llama_batch_in make_decode_batch(const op_group & g, const kv_memory & mem, uint32_t n_seq_ids) {
     std::map<llama_seq_id, llama_pos> next;
@@ -82,40 +31,51 @@ llama_batch_in make_decode_batch(const op_group & g, const kv_memory & mem, uint
     return b;
 }
 
+namespace {
+int run_group(const op_trace & t, const op_group & g, op_runner & run, op_replay_result & res) {
+    context & ctx = run.ctx();
+    const op_row & r = g.rows.front();
+    const llama_seq_id s = r.seqs.empty() ? -1 : r.seqs[0];
+    switch (g.op) {
+        case op_kind::decode: {
+            const llama_batch_in b = make_decode_batch(g, ctx.memory(), ctx.memory().caches().front()->n_seq_ids());
+            if (b.n_tokens() > ctx.sizes().n_batch) {
+                throw input_error(t.path, g.line, std::to_string(b.n_tokens()),
+                                  fmt::format("decode batch of {} tokens exceeds n_batch = {} (-b)", b.n_tokens(),
+                                              ctx.sizes().n_batch));
+            }
+            const int rc = run.decode(b, g.line);
+            ++res.n_decode;
+            res.n_decode_ok += rc == DECODE_OK;
+            res.n_no_slot += rc == DECODE_NO_SLOT;
+            res.n_invalid += rc == DECODE_INVALID;
+            res.n_tokens_placed += rc == DECODE_OK ? b.n_tokens() : 0;
+            return rc;
+        }
+        case op_kind::rm: run.seq_rm(s, r.p0, r.p1, g.line); break;
+        case op_kind::cp: run.seq_cp(s, r.seq_dst, r.p0, r.p1, g.line); break;
+        case op_kind::keep: run.seq_keep(s, g.line); break;
+        case op_kind::add: run.seq_add(s, r.p0, r.p1, r.delta, g.line); break;
+        case op_kind::div: run.seq_div(s, r.p0, r.p1, r.delta, g.line); break;
+        case op_kind::clear: run.clear(g.line); break;
+    }
+    ++res.n_seq_ops;
+    return 0;
+}
+}  // namespace
+
 op_replay_result replay_ops(const op_trace & t, context & ctx, cell_dumper * dump, decode_observer * obs,
                             const std::function<void(size_t, size_t)> & progress) {
     op_replay_result res;
-    replay_observer robs(dump, obs);
-    const uint32_t n_seq_ids = ctx.memory().caches().front()->n_seq_ids();
+    op_runner run(ctx, dump, nullptr, obs);
     for (size_t gi = 0; gi < t.groups.size(); ++gi) {
         const op_group & g = t.groups[gi];
-        robs.line = g.line;
-        int rc = 0;
         try {
-            if (g.op == op_kind::decode) {
-                const llama_batch_in b = make_decode_batch(g, ctx.memory(), n_seq_ids);
-                if (b.n_tokens() > ctx.sizes().n_batch) {
-                    throw input_error(t.path, g.line, std::to_string(b.n_tokens()),
-                                      fmt::format("decode batch of {} tokens exceeds n_batch = {} (-b)", b.n_tokens(),
-                                                  ctx.sizes().n_batch));
-                }
-                rc = ctx.decode(b, &robs);
-                ++res.n_decode;
-                res.n_decode_ok += rc == DECODE_OK;
-                res.n_no_slot += rc == DECODE_NO_SLOT;
-                res.n_invalid += rc == DECODE_INVALID;
-                res.n_tokens_placed += rc == DECODE_OK ? b.n_tokens() : 0;
-            } else {
-                run_seq_op(g, ctx.memory());
-                ++res.n_seq_ops;
-            }
+            run_group(t, g, run, res);
         } catch (const std::out_of_range & e) {
             throw input_error(t.path, g.line, op_text(g), e.what());
         } catch (const std::invalid_argument & e) {
             throw input_error(t.path, g.line, op_text(g), e.what());
-        }
-        if (dump) {
-            dump->state(g.line, op_text(g), ctx, g.op == op_kind::decode, rc);
         }
         if (progress) {
             progress(gi + 1, t.groups.size());

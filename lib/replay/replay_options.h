@@ -3,6 +3,8 @@
 
 #include "kv/context.h"
 #include "model/model.h"
+#include "sched/server_sim.h"
+#include "sched/step_time.h"
 
 #include <optional>
 #include <string>
@@ -16,6 +18,11 @@ struct replay_options {
     context_params ctx;
     std::string dump_cells;             // kvoracle-format JSON lines, "" = none
     std::string out_dir;                // reports (summary.json, occupancy.csv, ...), "" = none
+    std::string emit_ops;               // request traces: write the generated op trace here
+    server_params server;               // request traces: llama-server behaviour
+    device_profile device = device_preset("h200");   // step-time roofline
+    uint64_t occupancy_every = 0;       // occupancy.csv row every N ubatches; 0 = auto
+    size_t limit = 0;                   // replay only the first N requests (0 = all)
     bool quiet = false;                 // no terminal summary
     std::optional<bool> progress;       // unset = only when stderr is a terminal
 };

@@ -1,17 +1,26 @@
 #include "replay/run_replay.h"
 
 #include "replay/op_replay.h"
+#include "replay/op_runner.h"
+#include "report/occupancy.h"
+#include "report/requests_report.h"
+#include "sched/server_sim.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/progress.h"
 
+#include <chrono>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 namespace kvsim {
 
 namespace {
+using json = nlohmann::json;
+
 std::string first_line(const std::string & path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
@@ -22,54 +31,221 @@ std::string first_line(const std::string & path) {
     return line;
 }
 
-void print_op_summary(std::ostream & term, const replay_options & opt, const context & ctx, const op_replay_result & r) {
-    const auto & s = ctx.sizes();
-    term << fmt::format("kvsim replay {} (op trace, model {})\n", opt.trace, ctx.model().name);
-    term << fmt::format("  n_ctx {}  n_ctx_seq {}  n_stream {}  n_batch {}  n_ubatch {}{}\n", s.n_ctx, s.n_ctx_seq,
-                        s.n_stream, s.n_batch, s.n_ubatch, s.swa_size ? fmt::format("  swa cache {} cells", s.swa_size) : "");
-    term << fmt::format("  decodes {} (ok {}, no slot {}, invalid {})  seq ops {}  ubatches {}  tokens placed {}\n",
-                        r.n_decode, r.n_decode_ok, r.n_no_slot, r.n_invalid, r.n_seq_ops, r.n_ubatches, r.n_tokens_placed);
-    for (const kv_cache * c : ctx.memory().caches()) {
-        uint32_t used = 0;
-        for (uint32_t st = 0; st < c->get_n_stream(); ++st) used += c->cells(st).get_used();
-        term << fmt::format("  cache {}: {} streams x {} cells, {} used at the end\n", c->name(), c->get_n_stream(),
-                            c->get_size(), used);
+// Files of one replay: opened up front (so a bad path fails before the work), committed together.
+struct outputs {
+    std::unique_ptr<atomic_file> dump, emit, occupancy, requests, summary;
+
+    outputs(const replay_options & o, bool is_request_trace) {
+        if (!o.dump_cells.empty()) dump = std::make_unique<atomic_file>(o.dump_cells);
+        if (!o.emit_ops.empty()) emit = std::make_unique<atomic_file>(o.emit_ops);
+        if (o.out_dir.empty()) return;
+        std::error_code ec;
+        std::filesystem::create_directories(o.out_dir, ec);
+        if (ec) throw std::runtime_error("cannot create output directory " + o.out_dir + ": " + ec.message());
+        occupancy = std::make_unique<atomic_file>(o.out_dir + "/occupancy.csv");
+        if (is_request_trace) requests = std::make_unique<atomic_file>(o.out_dir + "/requests.csv");
+        summary = std::make_unique<atomic_file>(o.out_dir + "/summary.json");
     }
+    void commit() {
+        for (auto * f : {dump.get(), emit.get(), occupancy.get(), requests.get(), summary.get()}) {
+            if (f) f->commit();
+        }
+    }
+};
+
+json config_json(const replay_options & o, const context & ctx) {
+    const auto & s = ctx.sizes();
+    const auto & m = ctx.model();
+    const kv_memory_bytes kb = compute_kv_bytes(m, ctx.params(), s);
+    json caches = json::array();
+    for (const kv_cache * c : ctx.memory().caches()) {
+        caches.push_back({{"name", c->name()}, {"n_stream", c->get_n_stream()}, {"kv_size", c->get_size()},
+                          {"n_swa", c->params().n_swa}, {"swa_type", swa_type_name(c->params().swa)}});
+    }
+    return {{"trace", o.trace},
+            {"model", {{"name", m.name}, {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_head_kv", m.n_head_kv},
+                       {"head_dim", m.head_dim}, {"n_swa", m.n_swa}, {"swa_type", swa_type_name(m.swa)},
+                       {"swa_pattern", m.swa_pattern}, {"n_layer_swa", m.n_layer_swa()}}},
+            {"context", {{"n_ctx", s.n_ctx}, {"n_ctx_seq", s.n_ctx_seq}, {"n_seq_max", ctx.params().n_seq_max},
+                         {"n_stream", s.n_stream}, {"n_batch", s.n_batch}, {"n_ubatch", s.n_ubatch},
+                         {"kv_unified", ctx.params().kv_unified}, {"swa_full", ctx.params().swa_full},
+                         {"type_k", ggml_type_name(ctx.params().type_k)}, {"type_v", ggml_type_name(ctx.params().type_v)},
+                         {"flash_attn", ctx.params().flash_attn}}},
+            {"caches", caches},
+            {"kv_bytes", {{"k", kb.k}, {"v", kb.v}, {"total", kb.total()}}}};
 }
+
+json peaks_json(const occupancy_recorder & occ) {
+    return {{"used_cells", occ.peaks().used}, {"n_kv", occ.peaks().n_kv}, {"ubatches", occ.peaks().ubatches},
+            {"occupancy_rows", occ.rows().size()}};
+}
+
+void print_kv(std::ostream & term, const std::vector<std::pair<std::string, std::string>> & rows) {
+    size_t w = 0;
+    for (const auto & r : rows) w = std::max(w, r.first.size());
+    for (const auto & r : rows) term << fmt::format("  {:<{}}  {}\n", r.first, w, r.second);
+}
+
+std::string mib(size_t b) { return fmt::format("{:.2f} MiB", (double) b / (1024.0 * 1024.0)); }
 
 void replay_op_trace(const replay_options & opt, std::ostream & term) {
     const op_trace t = read_op_trace(opt.trace);
     context ctx(opt.model, opt.ctx);
-    std::unique_ptr<atomic_file> dump_file;
+    outputs out(opt, false);
     std::unique_ptr<cell_dumper> dump;
-    if (!opt.dump_cells.empty()) {
-        dump_file = std::make_unique<atomic_file>(opt.dump_cells);
-        dump = std::make_unique<cell_dumper>(dump_file->out());
+    if (out.dump) {
+        dump = std::make_unique<cell_dumper>(out.dump->out());
         dump->config(ctx);
     }
+    uint64_t step = 0;
+    double no_time = 0;
+    occupancy_recorder occ(opt.occupancy_every ? opt.occupancy_every : 1, &step, &no_time, nullptr);
     progress_bar bar("replay", opt.progress);
-    const op_replay_result r = replay_ops(t, ctx, dump.get(), nullptr,
-                                          [&](size_t done, size_t total) { bar.update(done, total); });
+    const auto t0 = std::chrono::steady_clock::now();
+    const op_replay_result r = replay_ops(t, ctx, dump.get(), &occ, [&](size_t done, size_t total) {
+        step = done;
+        bar.update(done, total);
+    });
     bar.finish();
-    if (dump_file) {
-        dump_file->commit();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (out.occupancy) occ.write_csv(out.occupancy->out());
+    if (out.summary) {
+        json j = {{"tool", "kvsim 0.1.0"}, {"kind", "op_trace"}, {"config", config_json(opt, ctx)},
+                  {"totals", {{"decode_calls", r.n_decode}, {"decode_ok", r.n_decode_ok}, {"decode_no_slot", r.n_no_slot},
+                              {"decode_invalid", r.n_invalid}, {"seq_ops", r.n_seq_ops}, {"ubatches", r.n_ubatches},
+                              {"tokens_placed", r.n_tokens_placed}}},
+                  {"peaks", peaks_json(occ)},
+                  {"wall_seconds", wall}};
+        out.summary->out() << j.dump(2) << '\n';
     }
-    if (!opt.quiet) {
-        print_op_summary(term, opt, ctx, r);
+    out.commit();
+    if (opt.quiet) return;
+    const auto & s = ctx.sizes();
+    term << fmt::format("kvsim replay {} (op trace, model {})\n", opt.trace, ctx.model().name);
+    print_kv(term, {
+        {"context", fmt::format("n_ctx {}, n_ctx_seq {}, {} stream(s), n_batch {}, n_ubatch {}{}", s.n_ctx, s.n_ctx_seq,
+                                s.n_stream, s.n_batch, s.n_ubatch, s.swa_size ? fmt::format(", SWA cache {} cells", s.swa_size) : "")},
+        {"decodes", fmt::format("{} (ok {}, no slot {}, invalid {})", r.n_decode, r.n_decode_ok, r.n_no_slot, r.n_invalid)},
+        {"sequence ops", std::to_string(r.n_seq_ops)},
+        {"ubatches", std::to_string(r.n_ubatches)},
+        {"tokens placed", std::to_string(r.n_tokens_placed)},
+        {"peak used cells", std::to_string(occ.peaks().used)},
+        {"peak n_kv", std::to_string(occ.peaks().n_kv)},
+        {"wall time", fmt::format("{:.3f} s", wall)},
+    });
+}
+
+uint64_t auto_occupancy_every(const request_trace & t, const context & ctx) {
+    double est = 0;
+    for (const auto & r : t.requests) {
+        est += (double) r.n_prompt / ctx.sizes().n_ubatch + (double) r.n_gen / std::max<uint32_t>(1, ctx.params().n_seq_max);
     }
+    return std::max<uint64_t>(1, (uint64_t) (est * (double) ctx.memory().caches().size() / 20000.0));
+}
+
+void replay_request_trace(const replay_options & opt, std::ostream & term) {
+    std::optional<request_format> fmt_opt;
+    if (opt.format != "auto") fmt_opt = parse_request_format(opt.format);
+    request_trace t = read_request_trace(opt.trace, fmt_opt);
+    if (opt.limit && t.requests.size() > opt.limit) t.requests.resize(opt.limit);
+    context ctx(opt.model, opt.ctx);
+    outputs out(opt, true);
+    std::unique_ptr<cell_dumper> dump;
+    if (out.dump) {
+        dump = std::make_unique<cell_dumper>(out.dump->out());
+        dump->config(ctx);
+    }
+    op_trace emitted;
+    emitted.path = opt.emit_ops;
+    step_time_model tm{opt.device, opt.model};
+    occupancy_recorder * occ_ptr = nullptr;
+    op_runner run(ctx, dump.get(), out.emit ? &emitted : nullptr, nullptr);
+    server_sim sim(run, opt.server, tm);
+    occupancy_recorder occ(opt.occupancy_every ? opt.occupancy_every : auto_occupancy_every(t, ctx), &sim.clock().step,
+                           &sim.clock().now, &sim.totals().decode_no_slot);
+    occ_ptr = &occ;
+    run.set_observer(occ_ptr);
+    progress_bar bar("replay", opt.progress);
+    const auto t0 = std::chrono::steady_clock::now();
+    sim.run(t, [&](size_t done, size_t total) { bar.update(done, total); });
+    bar.finish();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const server_totals & tt = sim.totals();
+    const json lat = latency_summary(sim.results());
+    if (out.emit) write_op_trace(out.emit->out(), emitted);
+    if (out.occupancy) occ.write_csv(out.occupancy->out());
+    if (out.requests) write_requests_csv(out.requests->out(), sim.results());
+    uint64_t n_prompt = 0, n_gen = 0;
+    for (const auto & r : t.requests) {
+        n_prompt += (uint64_t) r.n_prompt;
+        n_gen += (uint64_t) r.n_gen;
+    }
+    json totals = {{"requests", t.requests.size()}, {"trace_prompt_tokens", n_prompt}, {"trace_gen_tokens", n_gen},
+                   {"steps", tt.steps}, {"decode_calls", tt.decode_calls}, {"decode_no_slot", tt.decode_no_slot},
+                   {"batch_halvings", tt.batch_halvings}, {"idle_slot_purges", tt.idle_slot_purges},
+                   {"context_exceeded_events", tt.context_exceeded}, {"context_shifts", tt.context_shifts},
+                   {"prefix_reuse_hits", tt.prefix_hits}, {"prefix_shared_hits", tt.prefix_shared_hits},
+                   {"prefix_tokens_reused", tt.prefix_tokens_reused}, {"prompt_tokens_decoded", tt.prompt_tokens_decoded},
+                   {"gen_tokens_decoded", tt.gen_tokens_decoded}, {"sim_seconds", tt.sim_seconds}};
+    uint64_t swa_reused = 0;
+    for (const kv_cache * c : ctx.memory().caches()) swa_reused += c->stats().swa_reused;
+    totals["swa_reused_cells"] = swa_reused;
+    if (out.summary) {
+        json j = {{"tool", "kvsim 0.1.0"},
+                  {"kind", "request_trace"},
+                  {"format", request_format_name(t.format)},
+                  {"config", config_json(opt, ctx)},
+                  {"server", {{"arrivals", opt.server.arrivals == arrival_mode::trace ? "trace" : "saturate"},
+                              {"context_shift", opt.server.context_shift}, {"n_keep", opt.server.n_keep},
+                              {"cache_prompt", opt.server.cache_prompt}, {"share_prefix", opt.server.share_prefix}}},
+                  {"step_time_model", tm.describe()},
+                  {"totals", totals},
+                  {"latency", lat},
+                  {"peaks", peaks_json(occ)},
+                  {"wall_seconds", wall},
+                  {"bookkeeping_tokens_per_second", wall > 0 ? (double) (tt.prompt_tokens_decoded + tt.gen_tokens_decoded) / wall : 0}};
+        out.summary->out() << j.dump(2) << '\n';
+    }
+    out.commit();
+    if (opt.quiet) return;
+    const auto & s = ctx.sizes();
+    const auto & oc = lat["outcomes"];
+    const auto & ttft = lat["ttft_s"];
+    term << fmt::format("kvsim replay {} ({} trace, {} requests, model {})\n", opt.trace, request_format_name(t.format),
+                        t.requests.size(), ctx.model().name);
+    print_kv(term, {
+        {"context", fmt::format("n_ctx {}, n_ctx_seq {}, {} slot(s), {} stream(s), n_batch {}, n_ubatch {}", s.n_ctx,
+                                s.n_ctx_seq, ctx.params().n_seq_max, s.n_stream, s.n_batch, s.n_ubatch)},
+        {"KV memory", mib(compute_kv_bytes(ctx.model(), ctx.params(), s).total())},
+        {"outcomes", fmt::format("{} done, {} truncated, {} failed", oc["done"].get<uint64_t>(), oc["truncated"].get<uint64_t>(),
+                                 oc["failed"].get<uint64_t>())},
+        {"tokens decoded", fmt::format("{} prompt + {} generated", tt.prompt_tokens_decoded, tt.gen_tokens_decoded)},
+        {"steps / decode calls", fmt::format("{} / {} ({} no-slot returns, {} halvings, {} idle purges)", tt.steps,
+                                             tt.decode_calls, tt.decode_no_slot, tt.batch_halvings, tt.idle_slot_purges)},
+        {"context shifts", std::to_string(tt.context_shifts)},
+        {"prefix reuse", fmt::format("{} hits ({} via seq_cp), {} tokens", tt.prefix_hits, tt.prefix_shared_hits,
+                                     tt.prefix_tokens_reused)},
+        {"peak used cells / n_kv", fmt::format("{} / {}", occ.peaks().used, occ.peaks().n_kv)},
+        {"SWA-reused cells", std::to_string(swa_reused)},
+        {"simulated time", fmt::format("{:.2f} s ({})", tt.sim_seconds, opt.device.name)},
+        {"TTFT p50 / p99", ttft.value("n", 0) ? fmt::format("{:.3f} / {:.3f} s", ttft["p50"].get<double>(), ttft["p99"].get<double>())
+                                               : std::string("-")},
+        {"wall time", fmt::format("{:.2f} s", wall)},
+    });
+    if (!opt.out_dir.empty()) term << fmt::format("  outputs in {}/ (summary.json, occupancy.csv, requests.csv)\n", opt.out_dir);
 }
 }  // namespace
 
 void run_replay(const replay_options & opt, std::ostream & term) {
     std::string fmt_name = opt.format;
     if (fmt_name == "auto") {
-        fmt_name = looks_like_op_trace(first_line(opt.trace)) ? "ops" : "request";
+        fmt_name = looks_like_op_trace(first_line(opt.trace)) ? "ops" : "auto";
     }
     if (fmt_name == "ops") {
         replay_op_trace(opt, term);
-        return;
+    } else {
+        replay_request_trace(opt, term);
     }
-    throw usage_error("request traces are not supported yet by this build (format " + fmt_name + ")");
 }
 
 }  // namespace kvsim

@@ -1,0 +1,21 @@
+// Per-request results (requests.csv) and their latency statistics.
+#pragma once
+
+#include "sched/server_sim.h"
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <vector>
+
+namespace kvsim {
+
+// requests.csv: one row per request in trace order. Times in simulated seconds; queue_delay =
+// admission - arrival; ttft = first_token - arrival; tpot = (finish - first_token) / (n_gen - 1)
+// (empty when n_gen < 2 or the request failed); empty fields for events that did not happen.
+void write_requests_csv(std::ostream & out, const std::vector<request_result> & rs);
+
+// {"outcomes":{done,truncated,failed}, "ttft_s":{p50,p90,p99,mean}, "tpot_s":{...},
+//  "queue_delay_s":{...}} over the requests that reached each event.
+nlohmann::json latency_summary(const std::vector<request_result> & rs);
+
+}  // namespace kvsim
