@@ -76,37 +76,39 @@ uint32_t kv_cells::next_empty(uint32_t from) const {
     return w * 64 + (uint32_t) std::countr_zero(bits);
 }
 
-void kv_cells::seq_pos_inc(llama_seq_id s, llama_pos p) {
+void kv_cells::seq_pos_inc(llama_seq_id s, uint32_t i) {
     auto & m = seq_pos_[s];
+    const std::pair<llama_pos, uint32_t> key{pos_[i], i};
     // appending at the end is the common case: the hint makes it amortised O(1)
-    auto it = m.empty() || m.rbegin()->first < p ? m.end() : m.lower_bound(p);
-    if (it != m.end() && it->first == p) {
-        ++it->second;
-    } else {
-        m.emplace_hint(it, p, 1);
-    }
+    m.insert(m.empty() || *m.rbegin() < key ? m.end() : m.lower_bound(key), key);
 }
 
-void kv_cells::seq_pos_dec(llama_seq_id s, llama_pos p) {
-    auto & m = seq_pos_[s];
-    auto it = m.find(p);
-    assert(it != m.end());
-    if (--it->second == 0) {
-        m.erase(it);
+void kv_cells::seq_pos_dec(llama_seq_id s, uint32_t i) {
+    const auto n = seq_pos_[s].erase({pos_[i], i});
+    assert(n == 1);
+    (void) n;
+}
+
+std::vector<uint32_t> kv_cells::seq_cells(llama_seq_id s, llama_pos p0, llama_pos p1) const {
+    std::vector<uint32_t> out;
+    const auto & m = seq_pos_[s];
+    for (auto it = m.lower_bound({p0, 0}); it != m.end() && it->first < p1; ++it) {
+        out.push_back(it->second);
     }
+    return out;
 }
 
 void kv_cells::seq_pos_add_cell(uint32_t i) {
     const seq_set & b = seq_[i];
     for (size_t s = b._Find_first(); s < b.size(); s = b._Find_next(s)) {
-        seq_pos_inc((llama_seq_id) s, pos_[i]);
+        seq_pos_inc((llama_seq_id) s, i);
     }
 }
 
 void kv_cells::seq_pos_rm_cell(uint32_t i) {
     const seq_set & b = seq_[i];
     for (size_t s = b._Find_first(); s < b.size(); s = b._Find_next(s)) {
-        seq_pos_dec((llama_seq_id) s, pos_[i]);
+        seq_pos_dec((llama_seq_id) s, i);
     }
 }
 
@@ -153,8 +155,8 @@ void kv_cells::rm(uint32_t i) {
 
 bool kv_cells::seq_rm(uint32_t i, llama_seq_id s) {
     assert(seq_[i].test(s) && pos_[i] != -1);
+    seq_pos_dec(s, i);
     seq_[i].reset(s);
-    seq_pos_dec(s, pos_[i]);
     if (seq_[i].none()) {
         pos_[i] = -1;
         shift_[i] = 0;
@@ -169,7 +171,7 @@ bool kv_cells::seq_keep(uint32_t i, llama_seq_id s) {
         seq_pos_rm_cell(i);
         seq_[i].reset();
         seq_[i].set(s);
-        seq_pos_inc(s, pos_[i]);
+        seq_pos_inc(s, i);
         return false;
     }
     if (seq_[i].any()) {
@@ -184,9 +186,12 @@ bool kv_cells::seq_keep(uint32_t i, llama_seq_id s) {
 }
 
 void kv_cells::seq_add(uint32_t i, llama_seq_id s) {
-    assert(pos_[i] != -1 && !seq_[i].test(s));
+    assert(pos_[i] != -1);
+    if (seq_[i].test(s)) {
+        return;
+    }
     seq_[i].set(s);
-    seq_pos_inc(s, pos_[i]);
+    seq_pos_inc(s, i);
 }
 
 llama_seq_id kv_cells::seq_get(uint32_t i) const {

@@ -5,7 +5,7 @@
 #include "kv/types.h"
 
 #include <cstdint>
-#include <map>
+#include <set>
 #include <vector>
 
 namespace kvsim {
@@ -50,7 +50,8 @@ public:
     bool seq_keep(uint32_t i, llama_seq_id s);
     int seq_count(uint32_t i) const { return (int) seq_[i].count(); }
     bool seq_has(uint32_t i, llama_seq_id s) const { return seq_[i].test(s); }
-    // Add seq s to a non-empty cell that does not hold it yet.
+    // Add seq s to a non-empty cell; a no-op when the cell already holds it (upstream's set
+    // semantics: a repeated seq_cp must not count a position twice).
     void seq_add(uint32_t i, llama_seq_id s);
     // The only sequence of a cell with exactly one sequence.
     llama_seq_id seq_get(uint32_t i) const;
@@ -72,6 +73,9 @@ public:
     // pos /= d and shift += old - new: upstream's sign, opposite to pos_add's (llama_kv_cells::pos_div).
     void pos_div(uint32_t i, int d);
 
+    // Cells holding seq s with p0 <= pos < p1, in position order.
+    std::vector<uint32_t> seq_cells(llama_seq_id s, llama_pos p0, llama_pos p1) const;
+
     // Index of the first empty cell at or after `from`, or size() if none.
     uint32_t next_empty(uint32_t from) const;
 
@@ -83,8 +87,8 @@ public:
 private:
     void mark_used(uint32_t i);
     void mark_free(uint32_t i);
-    void seq_pos_inc(llama_seq_id s, llama_pos p);
-    void seq_pos_dec(llama_seq_id s, llama_pos p);
+    void seq_pos_inc(llama_seq_id s, uint32_t i);
+    void seq_pos_dec(llama_seq_id s, uint32_t i);
     void seq_pos_add_cell(uint32_t i);
     void seq_pos_rm_cell(uint32_t i);
 
@@ -98,8 +102,10 @@ private:
     // upper bound of used_max_p1, tightened lazily
     mutable uint32_t used_hi_ = 0;
     bool has_shift_ = false;
-    // counted positions per sequence: the same position may occur twice (rm + add reuse)
-    std::vector<std::map<llama_pos, uint32_t>> seq_pos_;
+    // (pos, cell) pairs per sequence, ordered by position: min/max at the ends, and the cells of
+    // a sequence in a position range without scanning the whole stream. The cell is part of the
+    // key because a position can occur twice for one sequence (rm + add reuse).
+    std::vector<std::set<std::pair<llama_pos, uint32_t>>> seq_pos_;
 };
 
 }  // namespace kvsim

@@ -59,9 +59,9 @@ bool kv_cache::seq_rm(llama_seq_id seq_id, llama_pos p0, llama_pos p1) {
         const uint32_t st = seq_to_stream(seq_id);
         kv_cells & c = cells_[st];
         uint32_t new_head = c.size();
-        for (uint32_t i = 0; i < c.size(); ++i) {
-            if (c.pos_in(i, p0, p1) && c.seq_has(i, seq_id) && c.seq_rm(i, seq_id) && new_head == c.size()) {
-                new_head = i;
+        for (uint32_t i : c.seq_cells(seq_id, p0, p1)) {
+            if (c.seq_rm(i, seq_id)) {
+                new_head = std::min(new_head, i);
             }
         }
         lower_head(st, new_head);
@@ -96,10 +96,8 @@ void kv_cache::seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_po
     }
     normalise_range(p0, p1);
     kv_cells & c = cells_[seq_to_stream(src)];
-    for (uint32_t i = 0; i < c.size(); ++i) {
-        if (c.pos_in(i, p0, p1) && c.seq_has(i, src)) {
-            c.seq_add(i, dst);
-        }
+    for (uint32_t i : c.seq_cells(src, p0, p1)) {
+        c.seq_add(i, dst);
     }
 }
 
@@ -154,9 +152,9 @@ void kv_cache::seq_add(llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_po
     const uint32_t st = seq_to_stream(seq_id);
     kv_cells & c = cells_[st];
     uint32_t new_head = c.size();
-    for (uint32_t i = 0; i < c.size(); ++i) {
-        if (c.pos_in(i, p0, p1) && c.seq_has(i, seq_id) && c.pos_add(i, delta) && new_head == c.size()) {
-            new_head = i;
+    for (uint32_t i : c.seq_cells(seq_id, p0, p1)) {
+        if (c.pos_add(i, delta)) {
+            new_head = std::min(new_head, i);
         }
     }
     // upstream quirk: when nothing was freed the next search starts from the beginning
@@ -176,10 +174,8 @@ void kv_cache::seq_div(llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d) {
         return;
     }
     kv_cells & c = cells_[seq_to_stream(seq_id)];
-    for (uint32_t i = 0; i < c.size(); ++i) {
-        if (c.pos_in(i, p0, p1) && c.seq_has(i, seq_id)) {
-            c.pos_div(i, d);
-        }
+    for (uint32_t i : c.seq_cells(seq_id, p0, p1)) {
+        c.pos_div(i, d);
     }
 }
 
