@@ -28,7 +28,7 @@ int main(int argc, char ** argv) {
     }
     try {
         if (replay->parsed()) {
-            run_replay(rc.finish(), std::cout);
+            return rc.run(std::cout);
         }
     } catch (const input_error & e) {
         std::cerr << "kvsim: error: " << e.what() << '\n';

@@ -1,8 +1,14 @@
 #include "common/replay_cli.h"
 
+#include "replay/run_replay.h"
+#include "timing/kernel_hooks.h"
 #include "util/errors.h"
+#ifdef KVSIM_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 
 #include <fmt/format.h>
+#include <iostream>
 
 namespace kvsim {
 
@@ -56,6 +62,22 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)");
     cmd.add_option("--occupancy-every", o.occupancy_every, "occupancy.csv: one row every N ubatches (0 = auto, about 20k rows)");
     cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)");
+    cmd.add_option("--backend", o.kernels.backend, "Attention kernels: auto (cuda if built and a GPU is present, else cpu), cpu, cuda, none")
+        ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
+        ->capture_default_str();
+    cmd.add_option("--threads", o.kernels.threads, "Kernel threads (0 = all cores)")->capture_default_str();
+    cmd.add_option("--time-layers", o.kernels.time_layers, "Layers with real K/V buffers and timings; the rest scale by layer count")
+        ->capture_default_str();
+    cmd.add_option("--time-every", o.kernels.time_every, "Time one ubatch in N (0 = auto: every ubatch at first, sparser as the replay goes on)")
+        ->capture_default_str();
+    cmd.add_option("--time-budget", o.kernels.time_budget_s, "Stop timing kernels after this many seconds of kernel time (0 = no limit)")
+        ->capture_default_str();
+    cmd.add_flag("--verify", o.kernels.verify, "Check sampled steps against naive attention over each sequence's cells");
+    cmd.add_option("--verify-every", o.kernels.verify_every, "With --verify: verify one timed step in N (0 = all)")->capture_default_str();
+    cmd.add_flag("--no-rot", o.kernels.no_rot, "No Hadamard rotation of quantized caches (LLAMA_ATTN_ROT_DISABLE)");
+    cmd.add_option("--step-time", step_time, "Simulated step time: roofline, or measured (attention part from the timed kernels)")
+        ->check(CLI::IsMember({"roofline", "measured"}))
+        ->capture_default_str();
     cmd.add_flag("-q,--quiet", o.quiet, "No terminal summary");
     cmd.add_flag("--no-progress", no_progress, "Never draw a progress bar");
     cmd.add_flag("--progress", force_progress, "Draw a progress bar even when stderr is not a terminal");
@@ -98,12 +120,45 @@ replay_options replay_cli::finish() {
     o.server.cache_prompt = !no_cache_prompt;
     o.server.share_prefix = !no_share_prefix;
     o.device = device_preset(device);
+    o.kernels.measured_step_time = step_time == "measured";
+    if (o.kernels.measured_step_time && o.kernels.backend == "none") throw usage_error("--step-time measured needs a kernel backend");
+    if (o.kernels.verify && o.kernels.backend == "none") throw usage_error("--verify needs a kernel backend (--backend cpu or cuda)");
     if (bandwidth_gbs) o.device.bandwidth_gbs = *bandwidth_gbs;
     if (peak_tflops) o.device.peak_tflops = *peak_tflops;
     if (o.device.bandwidth_gbs <= 0 || o.device.peak_tflops <= 0) throw usage_error("--bandwidth-gbs and --tflops must be > 0");
     if (no_progress) o.progress = false;
     if (force_progress) o.progress = true;
     return o;
+}
+
+namespace {
+std::unique_ptr<replay_hooks> make_hooks(const kernel_options & k) {
+    std::string backend = k.backend;
+#ifdef KVSIM_HAVE_CUDA
+    if (backend == "auto") backend = cuda_device_available(nullptr) ? "cuda" : "cpu";
+    if (backend == "cuda") {
+        std::string why;
+        if (!cuda_device_available(&why)) throw usage_error("--backend cuda: " + why);
+        return make_kernel_hooks(k, make_cuda_backend(0));
+    }
+#else
+    if (backend == "auto") backend = "cpu";
+    if (backend == "cuda") throw usage_error("--backend cuda: this kvsim was built without CUDA (nvcc not found at build time)");
+#endif
+    if (backend == "none") return nullptr;
+    return make_cpu_kernel_hooks(k);
+}
+}  // namespace
+
+int replay_cli::run(std::ostream & term) {
+    const replay_options o = finish();
+    auto hooks = make_hooks(o.kernels);
+    run_replay(o, term, hooks.get());
+    if (hooks && hooks->verify_failures() > 0) {
+        std::cerr << "kvsim: --verify found " << hooks->verify_failures() << " mismatches (see summary.json: bandwidth.verify)\n";
+        return EXIT_FAILURE_INTERNAL;
+    }
+    return EXIT_OK;
 }
 
 }  // namespace kvsim

@@ -16,10 +16,14 @@ struct replay_cli {
     bool no_progress = false, force_progress = false, no_cache_prompt = false, no_share_prefix = false;
     std::string arrivals = "trace", device = "h200";
     std::optional<double> bandwidth_gbs, peak_tflops;
+    std::string step_time = "roofline";
 
     void add_to(CLI::App & cmd);
     // Resolve the model preset and overrides, types and flags. Throws usage_error.
     replay_options finish();
+    // finish(), create the kernel hooks for --backend, run the replay; returns the exit status
+    // (EXIT_OK, or EXIT_FAILURE_INTERNAL when --verify found a mismatch).
+    int run(std::ostream & term);
 };
 
 }  // namespace kvsim

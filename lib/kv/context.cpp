@@ -1,6 +1,7 @@
 #include "kv/context.h"
 
 #include "util/errors.h"
+#include "util/nvtx.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -77,6 +78,7 @@ context::context(const model_shape & m, const context_params & p)
 }
 
 bool context::memory_update(decode_observer * obs) {
+    KVSIM_NVTX_RANGE("memory_update", (int64_t) n_ubatches_);
     if (!mem_->has_pending_update()) {
         return false;
     }
@@ -90,6 +92,7 @@ bool context::memory_update(decode_observer * obs) {
 }
 
 int context::decode(const llama_batch_in & batch, decode_observer * obs) {
+    KVSIM_NVTX_RANGE("decode", batch.n_tokens());
     last_error_.clear();
     if (batch.n_tokens() == 0) {
         last_error_ = "n_tokens == 0";

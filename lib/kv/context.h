@@ -50,6 +50,8 @@ struct kv_memory_bytes {
 };
 kv_memory_bytes compute_kv_bytes(const model_shape & m, const context_params & p, const context_sizes & s);
 
+struct op_group;
+
 // Hooks for what llama_decode does besides bookkeeping (K-shift kernel, attention, reports).
 class decode_observer {
 public:
@@ -60,6 +62,9 @@ public:
     virtual void on_apply(const kv_cache & cache, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) {
         (void) cache; (void) sinfo; (void) ub; (void) n_kv;
     }
+    // An op went through the replay's op door (replay/op_runner.h), after it ran: a llama_decode
+    // call (rc = its decode_rc; its on_update/on_apply calls came before) or a sequence op (rc = 0).
+    virtual void on_op(const op_group & g, int rc) { (void) g; (void) rc; }
 };
 
 // Return codes of llama_decode (include/llama.h).

@@ -1,5 +1,7 @@
 #include "kv/kv_cache.h"
 
+#include "util/nvtx.h"
+
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -242,6 +244,7 @@ bool kv_cache::find_slot_stream(const kv_cells & c, uint32_t head_cur, uint32_t 
 }
 
 slot_info kv_cache::find_slot(const ubatch & ub, bool cont) const {
+    KVSIM_NVTX_RANGE("find_slot", ub.n_tokens);
     uint32_t n_tokens = ub.n_tokens;
     uint32_t n_seqs = 1;
     if (n_stream_ > 1) {
@@ -276,6 +279,7 @@ slot_info kv_cache::find_slot(const ubatch & ub, bool cont) const {
 }
 
 void kv_cache::apply_ubatch(const slot_info & sinfo, const ubatch & ub) {
+    KVSIM_NVTX_RANGE("apply_ubatch", ub.n_tokens);
     std::vector<llama_pos> seq_pos_max_rm(LLAMA_MAX_SEQ, -1);
     const uint32_t per_stream = sinfo.size();
     for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
@@ -312,6 +316,7 @@ void kv_cache::apply_ubatch(const slot_info & sinfo, const ubatch & ub) {
 }
 
 std::vector<slot_info> kv_cache::prepare(const std::vector<ubatch> & ubatches) {
+    KVSIM_NVTX_RANGE("prepare", (int64_t) ubatches.size());
     struct state_t {
         slot_info sinfo;
         std::vector<uint32_t> heads_old;

@@ -11,6 +11,19 @@
 
 namespace kvsim {
 
+// How the real kernels run during a replay (consumed by kernels/replay via replay_hooks).
+struct kernel_options {
+    std::string backend = "auto";   // auto | cpu | cuda | none (bookkeeping only)
+    int threads = 0;                // 0 = all cores
+    uint32_t time_layers = 1;       // layers with real K/V buffers; others scale by layer count
+    uint64_t time_every = 0;        // time one ubatch in N; 0 = auto (budget-driven)
+    double time_budget_s = 20.0;    // stop timing once the kernels used this much wall time
+    bool verify = false;            // compare with naive attention over each sequence's logical tokens
+    uint64_t verify_every = 0;      // verify one timed step in N; 0 = every timed step
+    bool no_rot = false;            // LLAMA_ATTN_ROT_DISABLE: no Hadamard rotation for quantized caches
+    bool measured_step_time = false;   // replace the roofline's attention part with measured times
+};
+
 struct replay_options {
     std::string trace;                  // op trace (CSV) or request trace (Azure/Mooncake/BurstGPT)
     std::string format = "auto";        // auto | ops | azure | mooncake | burstgpt
@@ -23,6 +36,7 @@ struct replay_options {
     device_profile device = device_preset("h200");   // step-time roofline
     uint64_t occupancy_every = 0;       // occupancy.csv row every N ubatches; 0 = auto
     size_t limit = 0;                   // replay only the first N requests (0 = all)
+    kernel_options kernels;
     bool quiet = false;                 // no terminal summary
     std::optional<bool> progress;       // unset = only when stderr is a terminal
 };

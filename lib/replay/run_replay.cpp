@@ -2,6 +2,7 @@
 
 #include "replay/op_replay.h"
 #include "replay/op_runner.h"
+#include "replay/replay_hooks.h"
 #include "report/occupancy.h"
 #include "report/requests_report.h"
 #include "sched/server_sim.h"
@@ -33,9 +34,9 @@ std::string first_line(const std::string & path) {
 
 // Files of one replay: opened up front (so a bad path fails before the work), committed together.
 struct outputs {
-    std::unique_ptr<atomic_file> dump, emit, occupancy, requests, summary;
+    std::unique_ptr<atomic_file> dump, emit, occupancy, requests, summary, bandwidth;
 
-    outputs(const replay_options & o, bool is_request_trace) {
+    outputs(const replay_options & o, bool is_request_trace, bool timed) {
         if (!o.dump_cells.empty()) dump = std::make_unique<atomic_file>(o.dump_cells);
         if (!o.emit_ops.empty()) emit = std::make_unique<atomic_file>(o.emit_ops);
         if (o.out_dir.empty()) return;
@@ -45,9 +46,10 @@ struct outputs {
         occupancy = std::make_unique<atomic_file>(o.out_dir + "/occupancy.csv");
         if (is_request_trace) requests = std::make_unique<atomic_file>(o.out_dir + "/requests.csv");
         summary = std::make_unique<atomic_file>(o.out_dir + "/summary.json");
+        if (timed) bandwidth = std::make_unique<atomic_file>(o.out_dir + "/bandwidth.csv");
     }
     void commit() {
-        for (auto * f : {dump.get(), emit.get(), occupancy.get(), requests.get(), summary.get()}) {
+        for (auto * f : {dump.get(), emit.get(), occupancy.get(), requests.get(), summary.get(), bandwidth.get()}) {
             if (f) f->commit();
         }
     }
@@ -86,12 +88,53 @@ void print_kv(std::ostream & term, const std::vector<std::pair<std::string, std:
     for (const auto & r : rows) term << fmt::format("  {:<{}}  {}\n", r.first, w, r.second);
 }
 
+void write_bandwidth_csv(std::ostream & out, const std::vector<bandwidth_row> & rows) {
+    out << "step,sim_time_s,cache,n_kv,tokens,n_stream,layers_timed,kv_bytes,mask_bytes,shift_bytes,mask_ns,attn_ns,"
+           "shift_ns,attn_gbs,frac_of_limit\n";
+    for (const auto & r : rows) {
+        out << fmt::format("{},{:.6f},{},{},{},{},{},{},{},{},{:.0f},{:.0f},{:.0f},{:.3f},{:.4f}\n", r.step, r.sim_time, r.cache,
+                           r.n_kv, r.tokens, r.n_stream, r.layers_timed, r.kv_bytes, r.mask_bytes, r.shift_bytes, r.mask_ns,
+                           r.attn_ns, r.shift_ns, r.attn_gbs, r.frac_of_limit);
+    }
+}
+
+// Adds the kernel section to the summary and the terminal rows; writes bandwidth.csv.
+void finish_hooks(replay_hooks * hooks, outputs & out, json & summary, std::vector<std::pair<std::string, std::string>> & term) {
+    if (!hooks) return;
+    if (out.bandwidth) write_bandwidth_csv(out.bandwidth->out(), hooks->rows());
+    summary["bandwidth"] = hooks->summary();
+    for (auto & r : hooks->terminal_rows()) term.push_back(r);
+}
+
 std::string mib(size_t b) { return fmt::format("{:.2f} MiB", (double) b / (1024.0 * 1024.0)); }
 
-void replay_op_trace(const replay_options & opt, std::ostream & term) {
+// The observers of a replay, in order: occupancy first, then the kernel hooks.
+struct replay_observers {
+    observer_fanout fan;
+    replay_observers(occupancy_recorder & occ, replay_hooks * hooks) {
+        fan.add(&occ);
+        if (hooks) fan.add(hooks->observer());
+    }
+};
+
+void print_terminal(std::ostream & term, const std::string & title, const std::vector<std::pair<std::string, std::string>> & rows,
+                    const replay_options & opt) {
+    term << title << '\n';
+    print_kv(term, rows);
+    if (!opt.out_dir.empty()) term << fmt::format("  outputs in {}/\n", opt.out_dir);
+}
+
+std::string context_line(const context & ctx) {
+    const auto & s = ctx.sizes();
+    return fmt::format("n_ctx {}, n_ctx_seq {}, {} seq(s), {} stream(s), n_batch {}, n_ubatch {}{}", s.n_ctx, s.n_ctx_seq,
+                       ctx.params().n_seq_max, s.n_stream, s.n_batch, s.n_ubatch,
+                       s.swa_size ? fmt::format(", SWA cache {} cells", s.swa_size) : "");
+}
+
+void replay_op_trace(const replay_options & opt, std::ostream & term, replay_hooks * hooks) {
     const op_trace t = read_op_trace(opt.trace);
     context ctx(opt.model, opt.ctx);
-    outputs out(opt, false);
+    outputs out(opt, false, hooks != nullptr);
     std::unique_ptr<cell_dumper> dump;
     if (out.dump) {
         dump = std::make_unique<cell_dumper>(out.dump->out());
@@ -99,40 +142,38 @@ void replay_op_trace(const replay_options & opt, std::ostream & term) {
     }
     uint64_t step = 0;
     double no_time = 0;
+    step_time_model tm{opt.device, opt.model};
+    if (hooks) hooks->begin(ctx, &step, &no_time, &tm);
     occupancy_recorder occ(opt.occupancy_every ? opt.occupancy_every : 1, &step, &no_time, nullptr);
+    replay_observers obs(occ, hooks);
     progress_bar bar("replay", opt.progress);
     const auto t0 = std::chrono::steady_clock::now();
-    const op_replay_result r = replay_ops(t, ctx, dump.get(), &occ, [&](size_t done, size_t total) {
+    const op_replay_result r = replay_ops(t, ctx, dump.get(), &obs.fan, [&](size_t done, size_t total) {
         step = done;
         bar.update(done, total);
     });
     bar.finish();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (out.occupancy) occ.write_csv(out.occupancy->out());
-    if (out.summary) {
-        json j = {{"tool", "kvsim 0.1.0"}, {"kind", "op_trace"}, {"config", config_json(opt, ctx)},
-                  {"totals", {{"decode_calls", r.n_decode}, {"decode_ok", r.n_decode_ok}, {"decode_no_slot", r.n_no_slot},
-                              {"decode_invalid", r.n_invalid}, {"seq_ops", r.n_seq_ops}, {"ubatches", r.n_ubatches},
-                              {"tokens_placed", r.n_tokens_placed}}},
-                  {"peaks", peaks_json(occ)},
-                  {"wall_seconds", wall}};
-        out.summary->out() << j.dump(2) << '\n';
-    }
-    out.commit();
-    if (opt.quiet) return;
-    const auto & s = ctx.sizes();
-    term << fmt::format("kvsim replay {} (op trace, model {})\n", opt.trace, ctx.model().name);
-    print_kv(term, {
-        {"context", fmt::format("n_ctx {}, n_ctx_seq {}, {} stream(s), n_batch {}, n_ubatch {}{}", s.n_ctx, s.n_ctx_seq,
-                                s.n_stream, s.n_batch, s.n_ubatch, s.swa_size ? fmt::format(", SWA cache {} cells", s.swa_size) : "")},
+    json j = {{"tool", "kvsim 0.1.0"}, {"kind", "op_trace"}, {"config", config_json(opt, ctx)},
+              {"totals", {{"decode_calls", r.n_decode}, {"decode_ok", r.n_decode_ok}, {"decode_no_slot", r.n_no_slot},
+                          {"decode_invalid", r.n_invalid}, {"seq_ops", r.n_seq_ops}, {"ubatches", r.n_ubatches},
+                          {"tokens_placed", r.n_tokens_placed}}},
+              {"peaks", peaks_json(occ)},
+              {"wall_seconds", wall}};
+    std::vector<std::pair<std::string, std::string>> rows = {
+        {"context", context_line(ctx)},
         {"decodes", fmt::format("{} (ok {}, no slot {}, invalid {})", r.n_decode, r.n_decode_ok, r.n_no_slot, r.n_invalid)},
         {"sequence ops", std::to_string(r.n_seq_ops)},
         {"ubatches", std::to_string(r.n_ubatches)},
         {"tokens placed", std::to_string(r.n_tokens_placed)},
-        {"peak used cells", std::to_string(occ.peaks().used)},
-        {"peak n_kv", std::to_string(occ.peaks().n_kv)},
-        {"wall time", fmt::format("{:.3f} s", wall)},
-    });
+        {"peak used cells / n_kv", fmt::format("{} / {}", occ.peaks().used, occ.peaks().n_kv)},
+    };
+    finish_hooks(hooks, out, j, rows);
+    rows.emplace_back("wall time", fmt::format("{:.3f} s", wall));
+    if (out.occupancy) occ.write_csv(out.occupancy->out());
+    if (out.summary) out.summary->out() << j.dump(2) << '\n';
+    out.commit();
+    if (!opt.quiet) print_terminal(term, fmt::format("kvsim replay {} (op trace, model {})", opt.trace, ctx.model().name), rows, opt);
 }
 
 uint64_t auto_occupancy_every(const request_trace & t, const context & ctx) {
@@ -143,13 +184,57 @@ uint64_t auto_occupancy_every(const request_trace & t, const context & ctx) {
     return std::max<uint64_t>(1, (uint64_t) (est * (double) ctx.memory().caches().size() / 20000.0));
 }
 
-void replay_request_trace(const replay_options & opt, std::ostream & term) {
+json request_totals_json(const request_trace & t, const server_totals & tt, const context & ctx) {
+    uint64_t n_prompt = 0, n_gen = 0, swa_reused = 0;
+    for (const auto & r : t.requests) {
+        n_prompt += (uint64_t) r.n_prompt;
+        n_gen += (uint64_t) r.n_gen;
+    }
+    for (const kv_cache * c : ctx.memory().caches()) swa_reused += c->stats().swa_reused;
+    return {{"requests", t.requests.size()}, {"trace_prompt_tokens", n_prompt}, {"trace_gen_tokens", n_gen},
+            {"steps", tt.steps}, {"decode_calls", tt.decode_calls}, {"decode_no_slot", tt.decode_no_slot},
+            {"batch_halvings", tt.batch_halvings}, {"idle_slot_purges", tt.idle_slot_purges},
+            {"context_exceeded_events", tt.context_exceeded}, {"context_shifts", tt.context_shifts},
+            {"prefix_reuse_hits", tt.prefix_hits}, {"prefix_shared_hits", tt.prefix_shared_hits},
+            {"prefix_tokens_reused", tt.prefix_tokens_reused}, {"prompt_tokens_decoded", tt.prompt_tokens_decoded},
+            {"gen_tokens_decoded", tt.gen_tokens_decoded}, {"sim_seconds", tt.sim_seconds},
+            {"swa_reused_cells", swa_reused}};
+}
+
+std::vector<std::pair<std::string, std::string>> request_terminal_rows(const replay_options & opt, const context & ctx,
+                                                                      const json & totals, const json & lat,
+                                                                      const occupancy_recorder & occ) {
+    const auto & oc = lat["outcomes"];
+    const auto & ttft = lat["ttft_s"];
+    return {
+        {"context", context_line(ctx)},
+        {"KV memory", mib(compute_kv_bytes(ctx.model(), ctx.params(), ctx.sizes()).total())},
+        {"outcomes", fmt::format("{} done, {} truncated, {} failed", oc["done"].get<uint64_t>(), oc["truncated"].get<uint64_t>(),
+                                 oc["failed"].get<uint64_t>())},
+        {"tokens decoded", fmt::format("{} prompt + {} generated", totals["prompt_tokens_decoded"].get<uint64_t>(),
+                                       totals["gen_tokens_decoded"].get<uint64_t>())},
+        {"steps / decode calls", fmt::format("{} / {} ({} no-slot returns, {} halvings, {} idle purges)",
+                                             totals["steps"].get<uint64_t>(), totals["decode_calls"].get<uint64_t>(),
+                                             totals["decode_no_slot"].get<uint64_t>(), totals["batch_halvings"].get<uint64_t>(),
+                                             totals["idle_slot_purges"].get<uint64_t>())},
+        {"context shifts", std::to_string(totals["context_shifts"].get<uint64_t>())},
+        {"prefix reuse", fmt::format("{} hits ({} via seq_cp), {} tokens", totals["prefix_reuse_hits"].get<uint64_t>(),
+                                     totals["prefix_shared_hits"].get<uint64_t>(), totals["prefix_tokens_reused"].get<uint64_t>())},
+        {"peak used cells / n_kv", fmt::format("{} / {}", occ.peaks().used, occ.peaks().n_kv)},
+        {"SWA-reused cells", std::to_string(totals["swa_reused_cells"].get<uint64_t>())},
+        {"simulated time", fmt::format("{:.2f} s ({})", totals["sim_seconds"].get<double>(), opt.device.name)},
+        {"TTFT p50 / p99", ttft.value("n", 0) ? fmt::format("{:.3f} / {:.3f} s", ttft["p50"].get<double>(), ttft["p99"].get<double>())
+                                               : std::string("-")},
+    };
+}
+
+void replay_request_trace(const replay_options & opt, std::ostream & term, replay_hooks * hooks) {
     std::optional<request_format> fmt_opt;
     if (opt.format != "auto") fmt_opt = parse_request_format(opt.format);
     request_trace t = read_request_trace(opt.trace, fmt_opt);
     if (opt.limit && t.requests.size() > opt.limit) t.requests.resize(opt.limit);
     context ctx(opt.model, opt.ctx);
-    outputs out(opt, true);
+    outputs out(opt, true, hooks != nullptr);
     std::unique_ptr<cell_dumper> dump;
     if (out.dump) {
         dump = std::make_unique<cell_dumper>(out.dump->out());
@@ -158,93 +243,59 @@ void replay_request_trace(const replay_options & opt, std::ostream & term) {
     op_trace emitted;
     emitted.path = opt.emit_ops;
     step_time_model tm{opt.device, opt.model};
-    occupancy_recorder * occ_ptr = nullptr;
     op_runner run(ctx, dump.get(), out.emit ? &emitted : nullptr, nullptr);
     server_sim sim(run, opt.server, tm);
+    if (hooks) hooks->begin(ctx, &sim.clock().step, &sim.clock().now, &tm);
     occupancy_recorder occ(opt.occupancy_every ? opt.occupancy_every : auto_occupancy_every(t, ctx), &sim.clock().step,
                            &sim.clock().now, &sim.totals().decode_no_slot);
-    occ_ptr = &occ;
-    run.set_observer(occ_ptr);
+    replay_observers obs(occ, hooks);
+    run.set_observer(&obs.fan);
     progress_bar bar("replay", opt.progress);
     const auto t0 = std::chrono::steady_clock::now();
     sim.run(t, [&](size_t done, size_t total) { bar.update(done, total); });
     bar.finish();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const server_totals & tt = sim.totals();
     const json lat = latency_summary(sim.results());
+    const json totals = request_totals_json(t, sim.totals(), ctx);
+    const server_totals & tt = sim.totals();
+    json j = {{"tool", "kvsim 0.1.0"},
+              {"kind", "request_trace"},
+              {"format", request_format_name(t.format)},
+              {"config", config_json(opt, ctx)},
+              {"server", {{"arrivals", opt.server.arrivals == arrival_mode::trace ? "trace" : "saturate"},
+                          {"context_shift", opt.server.context_shift}, {"n_keep", opt.server.n_keep},
+                          {"cache_prompt", opt.server.cache_prompt}, {"share_prefix", opt.server.share_prefix}}},
+              {"step_time_model", tm.describe()},
+              {"totals", totals},
+              {"latency", lat},
+              {"peaks", peaks_json(occ)},
+              {"wall_seconds", wall},
+              {"bookkeeping_tokens_per_second", wall > 0 ? (double) (tt.prompt_tokens_decoded + tt.gen_tokens_decoded) / wall : 0}};
+    auto rows = request_terminal_rows(opt, ctx, totals, lat, occ);
+    finish_hooks(hooks, out, j, rows);
+    rows.emplace_back("wall time", fmt::format("{:.2f} s", wall));
     if (out.emit) write_op_trace(out.emit->out(), emitted);
     if (out.occupancy) occ.write_csv(out.occupancy->out());
     if (out.requests) write_requests_csv(out.requests->out(), sim.results());
-    uint64_t n_prompt = 0, n_gen = 0;
-    for (const auto & r : t.requests) {
-        n_prompt += (uint64_t) r.n_prompt;
-        n_gen += (uint64_t) r.n_gen;
-    }
-    json totals = {{"requests", t.requests.size()}, {"trace_prompt_tokens", n_prompt}, {"trace_gen_tokens", n_gen},
-                   {"steps", tt.steps}, {"decode_calls", tt.decode_calls}, {"decode_no_slot", tt.decode_no_slot},
-                   {"batch_halvings", tt.batch_halvings}, {"idle_slot_purges", tt.idle_slot_purges},
-                   {"context_exceeded_events", tt.context_exceeded}, {"context_shifts", tt.context_shifts},
-                   {"prefix_reuse_hits", tt.prefix_hits}, {"prefix_shared_hits", tt.prefix_shared_hits},
-                   {"prefix_tokens_reused", tt.prefix_tokens_reused}, {"prompt_tokens_decoded", tt.prompt_tokens_decoded},
-                   {"gen_tokens_decoded", tt.gen_tokens_decoded}, {"sim_seconds", tt.sim_seconds}};
-    uint64_t swa_reused = 0;
-    for (const kv_cache * c : ctx.memory().caches()) swa_reused += c->stats().swa_reused;
-    totals["swa_reused_cells"] = swa_reused;
-    if (out.summary) {
-        json j = {{"tool", "kvsim 0.1.0"},
-                  {"kind", "request_trace"},
-                  {"format", request_format_name(t.format)},
-                  {"config", config_json(opt, ctx)},
-                  {"server", {{"arrivals", opt.server.arrivals == arrival_mode::trace ? "trace" : "saturate"},
-                              {"context_shift", opt.server.context_shift}, {"n_keep", opt.server.n_keep},
-                              {"cache_prompt", opt.server.cache_prompt}, {"share_prefix", opt.server.share_prefix}}},
-                  {"step_time_model", tm.describe()},
-                  {"totals", totals},
-                  {"latency", lat},
-                  {"peaks", peaks_json(occ)},
-                  {"wall_seconds", wall},
-                  {"bookkeeping_tokens_per_second", wall > 0 ? (double) (tt.prompt_tokens_decoded + tt.gen_tokens_decoded) / wall : 0}};
-        out.summary->out() << j.dump(2) << '\n';
-    }
+    if (out.summary) out.summary->out() << j.dump(2) << '\n';
     out.commit();
-    if (opt.quiet) return;
-    const auto & s = ctx.sizes();
-    const auto & oc = lat["outcomes"];
-    const auto & ttft = lat["ttft_s"];
-    term << fmt::format("kvsim replay {} ({} trace, {} requests, model {})\n", opt.trace, request_format_name(t.format),
-                        t.requests.size(), ctx.model().name);
-    print_kv(term, {
-        {"context", fmt::format("n_ctx {}, n_ctx_seq {}, {} slot(s), {} stream(s), n_batch {}, n_ubatch {}", s.n_ctx,
-                                s.n_ctx_seq, ctx.params().n_seq_max, s.n_stream, s.n_batch, s.n_ubatch)},
-        {"KV memory", mib(compute_kv_bytes(ctx.model(), ctx.params(), s).total())},
-        {"outcomes", fmt::format("{} done, {} truncated, {} failed", oc["done"].get<uint64_t>(), oc["truncated"].get<uint64_t>(),
-                                 oc["failed"].get<uint64_t>())},
-        {"tokens decoded", fmt::format("{} prompt + {} generated", tt.prompt_tokens_decoded, tt.gen_tokens_decoded)},
-        {"steps / decode calls", fmt::format("{} / {} ({} no-slot returns, {} halvings, {} idle purges)", tt.steps,
-                                             tt.decode_calls, tt.decode_no_slot, tt.batch_halvings, tt.idle_slot_purges)},
-        {"context shifts", std::to_string(tt.context_shifts)},
-        {"prefix reuse", fmt::format("{} hits ({} via seq_cp), {} tokens", tt.prefix_hits, tt.prefix_shared_hits,
-                                     tt.prefix_tokens_reused)},
-        {"peak used cells / n_kv", fmt::format("{} / {}", occ.peaks().used, occ.peaks().n_kv)},
-        {"SWA-reused cells", std::to_string(swa_reused)},
-        {"simulated time", fmt::format("{:.2f} s ({})", tt.sim_seconds, opt.device.name)},
-        {"TTFT p50 / p99", ttft.value("n", 0) ? fmt::format("{:.3f} / {:.3f} s", ttft["p50"].get<double>(), ttft["p99"].get<double>())
-                                               : std::string("-")},
-        {"wall time", fmt::format("{:.2f} s", wall)},
-    });
-    if (!opt.out_dir.empty()) term << fmt::format("  outputs in {}/ (summary.json, occupancy.csv, requests.csv)\n", opt.out_dir);
+    if (!opt.quiet) {
+        print_terminal(term, fmt::format("kvsim replay {} ({} trace, {} requests, model {})", opt.trace,
+                                         request_format_name(t.format), t.requests.size(), ctx.model().name),
+                       rows, opt);
+    }
 }
 }  // namespace
 
-void run_replay(const replay_options & opt, std::ostream & term) {
+void run_replay(const replay_options & opt, std::ostream & term, replay_hooks * hooks) {
     std::string fmt_name = opt.format;
     if (fmt_name == "auto") {
         fmt_name = looks_like_op_trace(first_line(opt.trace)) ? "ops" : "auto";
     }
     if (fmt_name == "ops") {
-        replay_op_trace(opt, term);
+        replay_op_trace(opt, term, hooks);
     } else {
-        replay_request_trace(opt, term);
+        replay_request_trace(opt, term, hooks);
     }
 }
 

@@ -73,6 +73,7 @@ struct sched_clock {
 class server_sim {
 public:
     // run: the op door (dumps/records/observes every cache call); n_parallel = ctx n_seq_max.
+    // tm is read at every step (measured costs may refine it during the replay).
     server_sim(op_runner & run, const server_params & p, const step_time_model & tm);
     ~server_sim();
 
@@ -104,7 +105,7 @@ private:
 
     op_runner & run_;
     server_params p_;
-    step_time_model tm_;
+    const step_time_model & tm_;
     int32_t n_ctx_slot_;
     std::vector<slot_t> slots_;
     std::vector<request_result> results_;

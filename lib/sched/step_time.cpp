@@ -29,16 +29,28 @@ double step_time_model::seconds(const std::vector<std::vector<ubatch_work>> & ub
         if (per_cache.empty()) continue;
         double bytes = model.n_params * weight_bytes_per_param;
         double flops = 2.0 * model.n_params * per_cache.front().n_tokens;
+        double attn_measured = 0;
         for (const auto & w : per_cache) {
-            bytes += (double) w.n_kv * w.n_stream * w.bytes_per_cell_layer * w.n_layer;
-            flops += attn_flops(model, w);
+            const double kv = (double) w.n_kv * w.n_stream * w.bytes_per_cell_layer * w.n_layer;
+            if (measured_s_per_kv_byte > 0) {
+                attn_measured += kv * measured_s_per_kv_byte;
+            } else {
+                bytes += kv;
+                flops += attn_flops(model, w);
+            }
         }
-        t += std::max(bytes / (device.bandwidth_gbs * 1e9), flops / (device.peak_tflops * 1e12));
+        t += std::max(bytes / (device.bandwidth_gbs * 1e9), flops / (device.peak_tflops * 1e12)) + attn_measured;
     }
     return t;
 }
 
 std::string step_time_model::describe() const {
+    if (measured_s_per_kv_byte > 0) {
+        return fmt::format("dense part: roofline max(weights {:.2f} GB / {:.0f} GB/s, FLOPs / {:.1f} TFLOP/s) on {}; "
+                           "attention part: measured kernel time, {:.3f} ns per K/V KiB read (all layers)",
+                           model.n_params * weight_bytes_per_param / 1e9, device.bandwidth_gbs, device.peak_tflops,
+                           device.name, measured_s_per_kv_byte * 1e9 * 1024);
+    }
     return fmt::format("roofline per ubatch: max((weights {:.2f} GB + K/V read) / {:.0f} GB/s, FLOPs / {:.1f} TFLOP/s) on {}",
                        model.n_params * weight_bytes_per_param / 1e9, device.bandwidth_gbs, device.peak_tflops, device.name);
 }

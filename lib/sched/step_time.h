@@ -35,6 +35,9 @@ struct step_time_model {
     device_profile device;
     model_shape model;
     double weight_bytes_per_param = 2.0;   // f16/bf16 weights
+    // When > 0, the attention part of a ubatch is this many seconds per K/V byte read (fitted
+    // from measured kernel times), added to the dense part's roofline, instead of the roofline.
+    double measured_s_per_kv_byte = 0;
 
     // Seconds for one forward pass over the ubatches of one decode call (one entry per cache
     // per ubatch; the weights are read once per ubatch, counted on the first cache's entry).

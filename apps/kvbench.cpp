@@ -1,0 +1,215 @@
+// kvbench: attention-cost sweeps over context length, KV type and batch (kvbench sweep), merging of sharded
+// sweeps (kvbench merge) and the KV-cache bookkeeping micro-benchmark (kvbench cache). Thin CLI: parsing here,
+// measuring in kernels/bench/, results and writers in lib/bench/.
+#include "bench/bench_writers.h"
+#include "bench/cache_bench.h"
+#include "bench/sweep_runner.h"
+#include "common/bench_backend.h"
+#include "model/model.h"
+#include "replay/replay_options.h"
+#include "util/errors.h"
+#include "util/progress.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/ostream.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+namespace {
+
+using namespace kvsim;
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_sigint(int) { g_stop.store(true); }
+
+#ifdef NDEBUG
+constexpr const char * build_type = "Release (NDEBUG)";
+#else
+constexpr const char * build_type = "Debug (assertions on)";
+#endif
+
+struct sweep_cli {
+    std::string ctx = "512:131072:x2", kv_type = "f16,q8_0,q4_0", batch = "1", model, shard = "0/1";
+    std::string out = "kvbench-out", format = "table";
+    int64_t head_dim = 0, n_head = 0, n_head_kv = 0, max_buffer_mib = 6144, eigen_max_mib = 2048, ref_max_cells = 4096;
+    int64_t limit_mib = 512;
+    int threads = 2, repeats = 5;
+    std::string backend = "cpu";
+
+    void add_to(CLI::App & app) {
+        app.add_option("--ctx", ctx, "context lengths (cells per sequence): a:b:xF, a:b:+S or a list a,b,c")
+            ->capture_default_str();
+        app.add_option("--kv-type", kv_type, "K/V cache types: f16,q8_0,q4_0,f32")->capture_default_str();
+        app.add_option("--batch", batch, "sequences decoding one token each (same grammar as --ctx)")
+            ->capture_default_str();
+        CLI::Option * m = app.add_option("--model", model, "model preset for the head shape (default llama-3-8b)");
+        CLI::Option * hd = app.add_option("--head-dim", head_dim, "head size (custom shape)");
+        CLI::Option * nh = app.add_option("--n-head", n_head, "query heads (custom shape)");
+        CLI::Option * nk = app.add_option("--n-head-kv", n_head_kv, "KV heads (custom shape)");
+        hd->requires(nh)->requires(nk)->excludes(m);
+        nh->requires(hd);
+        nk->requires(hd);
+        app.add_option("--backend", backend, "cpu or cuda")->capture_default_str();
+        app.add_option("--threads,-t", threads, "threads of the kernels, baselines and bandwidth probe")
+            ->capture_default_str();
+        app.add_option("--repeats,-r", repeats, "timed calls per kernel and point")->capture_default_str();
+        app.add_option("--out,-o", out, "output directory (kvbench.csv/json/svg)")->capture_default_str();
+        app.add_option("--format", format, "stdout format")->check(CLI::IsMember({"table", "csv", "json"}))
+            ->capture_default_str();
+        app.add_option("--shard", shard, "run every n-th point: i/n")->capture_default_str();
+        app.add_option("--max-buffer-mib", max_buffer_mib, "skip points whose K+V exceed this")->capture_default_str();
+        app.add_option("--eigen-max-mib", eigen_max_mib, "skip the Eigen baseline above this f32 K+V")
+            ->capture_default_str();
+        app.add_option("--ref-max-cells", ref_max_cells, "skip the naive reference above ctx*batch cells")
+            ->capture_default_str();
+        app.add_option("--limit-mib", limit_mib, "buffer of the bandwidth probe")->capture_default_str();
+    }
+
+    sweep_config finish() const {
+        sweep_config c;
+        c.ctx = parse_int_list("--ctx", ctx);
+        c.kv_types = parse_kv_types(kv_type);
+        c.batch = parse_int_list("--batch", batch);
+        if (head_dim > 0 || n_head > 0 || n_head_kv > 0) {
+            c.model = "custom";
+            c.head_dim = head_dim;
+            c.n_head = n_head;
+            c.n_head_kv = n_head_kv;
+        } else {
+            const std::string name = model.empty() ? "llama-3-8b" : model;
+            model_shape ms;
+            try {
+                ms = model_preset(name);
+            } catch (const std::invalid_argument & e) {
+                throw input_error("--model", 0, name, e.what());
+            }
+            c.model = name;
+            c.head_dim = ms.head_dim;
+            c.n_head = ms.n_head;
+            c.n_head_kv = ms.n_head_kv;
+            c.rope_neox = ms.rope == rope_type::neox;
+            c.rope_freq_base = ms.rope_freq_base;
+        }
+        c.backend = backend;
+        c.threads = threads;
+        c.repeats = repeats;
+        if (max_buffer_mib < 1 || eigen_max_mib < 0 || limit_mib < 1 || ref_max_cells < 0) {
+            throw input_error("sweep", 0, "", "--max-buffer-mib/--limit-mib must be >= 1, caps >= 0");
+        }
+        c.max_buffer_bytes = (size_t) max_buffer_mib << 20;
+        c.eigen_max_bytes = (size_t) eigen_max_mib << 20;
+        c.ref_max_cells = ref_max_cells;
+        c.limit_bytes = (size_t) limit_mib << 20;
+        c.shard = parse_shard(shard);
+        c.validate();
+        return c;
+    }
+};
+
+void print_output(const sweep_output & o, const std::string & format) {
+    if (format == "csv") {
+        write_csv(std::cout, o);
+    } else if (format == "json") {
+        std::cout << to_json(o).dump(2) << '\n';
+    } else {
+        write_table(std::cout, o);
+    }
+}
+
+int run_sweep_cmd(const sweep_cli & cli) {
+    const sweep_config c = cli.finish();
+    std::unique_ptr<attn_backend> be = make_bench_backend(c.backend, c.threads);
+    std::signal(SIGINT, on_sigint);
+    progress_bar bar("kvbench sweep", std::nullopt);
+    sweep_hooks hooks;
+    hooks.stop = &g_stop;
+    hooks.progress = [&](size_t done, size_t total) { bar.update(done, total); };
+    const sweep_output o = run_sweep(*be, c, collect_machine_info(build_type), hooks);
+    bar.finish();
+    write_outputs(cli.out, o);
+    print_output(o, cli.format);
+    std::cerr << fmt::format("kvbench: wrote {0}/kvbench.csv, {0}/kvbench.json, {0}/kvbench.svg\n", cli.out);
+    return o.interrupted ? EXIT_INTERRUPTED : EXIT_OK;
+}
+
+int run_merge_cmd(const std::vector<std::string> & inputs, const std::string & out, const std::string & format) {
+    std::vector<sweep_output> parts;
+    for (const std::string & in : inputs) parts.push_back(read_output(in));
+    const sweep_output o = merge_outputs(parts);
+    write_outputs(out, o);
+    print_output(o, format);
+    return EXIT_OK;
+}
+
+int run_cache_cmd(const cache_bench_params & base) {
+    if (base.n_seq < 1 || base.n_seq > 32) throw input_error("--n-seq", 0, std::to_string(base.n_seq), "must be in [1, 32]");
+    if (base.n_ops < 1) throw input_error("--ops", 0, "0", "must be >= 1");
+    try {
+        model_preset(base.model);
+    } catch (const std::invalid_argument & e) {
+        throw input_error("--model", 0, base.model, e.what());
+    }
+    fmt::print("kvbench cache: {} ops, seed {}, {} sequences, -c {}, model {}\n", base.n_ops, base.seed, base.n_seq,
+               base.n_ctx, base.model);
+    fmt::print("{:>13} {:>8} {:>7} {:>9} {:>9} {:>9} {:>11} {:>8} {:>12} {:>10}\n", "layout", "kv_size", "streams",
+               "ops", "decodes", "no_slot", "tokens", "secs", "ops/s", "ns/token");
+    for (bool unified : {true, false}) {
+        cache_bench_params p = base;
+        p.unified = unified;
+        const cache_bench_result r = run_cache_bench(p);
+        fmt::print("{:>13} {:>8} {:>7} {:>9} {:>9} {:>9} {:>11} {:>8.2f} {:>12.0f} {:>10.1f}\n", r.layout, r.kv_size,
+                   r.n_stream, r.n_ops, r.n_decode, r.n_no_slot, r.n_tokens_placed, r.seconds, r.ops_per_s(),
+                   r.ns_per_token());
+    }
+    fmt::print("ns/token = whole trace time (seq ops included) / tokens placed by successful decodes\n");
+    return EXIT_OK;
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    CLI::App app{"kvbench: attention cost of a llama.cpp KV cache vs context length, KV type and batch"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "kvbench 0.1.0");
+    CLI::App * sweep = app.add_subcommand("sweep", "Time mask build/update, flash-attention decode and K-shift per point");
+    sweep_cli sc;
+    sc.add_to(*sweep);
+    CLI::App * merge = app.add_subcommand("merge", "Join the kvbench.json of shard runs into one set of outputs");
+    std::vector<std::string> merge_in;
+    std::string merge_out, merge_format = "table";
+    merge->add_option("dirs", merge_in, "shard output directories (or kvbench.json files)")->required();
+    merge->add_option("--out,-o", merge_out, "output directory")->required();
+    merge->add_option("--format", merge_format, "stdout format")->check(CLI::IsMember({"table", "csv", "json"}));
+    CLI::App * cache = app.add_subcommand("cache", "Throughput of the KV-cache bookkeeping alone (no kernels)");
+    cache_bench_params cp;
+    cache->add_option("--ops", cp.n_ops, "ops in the random trace")->capture_default_str();
+    cache->add_option("--seed", cp.seed, "trace seed")->capture_default_str();
+    cache->add_option("--n-seq,-np", cp.n_seq, "sequences (1..32)")->capture_default_str();
+    cache->add_option("--ctx-size,-c", cp.n_ctx, "context size (cells, all streams)")->capture_default_str();
+    cache->add_option("--model", cp.model, "model preset")->capture_default_str();
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError & e) {
+        const int code = app.exit(e);
+        return code == 0 ? EXIT_OK : EXIT_BAD_INPUT;
+    }
+    try {
+        if (sweep->parsed()) return run_sweep_cmd(sc);
+        if (merge->parsed()) return run_merge_cmd(merge_in, merge_out, merge_format);
+        if (cache->parsed()) return run_cache_cmd(cp);
+    } catch (const input_error & e) {
+        std::cerr << "kvbench: error: " << e.what() << '\n';
+        return EXIT_BAD_INPUT;
+    } catch (const usage_error & e) {
+        std::cerr << "kvbench: error: " << e.what() << '\n';
+        return EXIT_BAD_INPUT;
+    } catch (const std::exception & e) {
+        std::cerr << "kvbench: error: " << e.what() << '\n';
+        return EXIT_FAILURE_INTERNAL;
+    }
+    return EXIT_OK;
+}

@@ -1,0 +1,245 @@
+#include "bench/bench_result.h"
+
+#include "util/errors.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <thread>
+
+namespace kvsim {
+
+time_stats summarize(std::vector<double> s) {
+    time_stats t;
+    if (s.empty()) return t;
+    std::sort(s.begin(), s.end());
+    t.n = (int) s.size();
+    t.min_ns = s.front();
+    t.max_ns = s.back();
+    t.median_ns = s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+    return t;
+}
+
+double point_result::gbs() const { return fa.n ? (double) kv_bytes / fa.median_ns : 0.0; }
+double point_result::gbs_best() const { return fa.n ? (double) kv_bytes / fa.min_ns : 0.0; }
+double point_result::frac_limit() const { return limit_read_gbs > 0 ? gbs() / limit_read_gbs : 0.0; }
+double point_result::tokens_per_s() const { return fa.n ? (double) point.batch * 1e9 / fa.median_ns : 0.0; }
+double point_result::eigen_ratio() const { return fa.n && eigen.n ? eigen.median_ns / fa.median_ns : 0.0; }
+double point_result::ref_ratio() const { return fa.n && ref.n ? ref.median_ns / fa.median_ns : 0.0; }
+
+namespace {
+
+std::string trim(const std::string & s) {
+    const auto b = s.find_first_not_of(" \t");
+    const auto e = s.find_last_not_of(" \t\r\n");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+std::string field_after_colon(const std::string & path, const std::string & key) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind(key, 0) == 0) {
+            const auto c = line.find(':');
+            if (c != std::string::npos) return trim(line.substr(c + 1));
+        }
+    }
+    return {};
+}
+
+std::string command_output(const char * cmd) {
+    std::unique_ptr<FILE, int (*)(FILE *)> p(popen(cmd, "r"), pclose);
+    if (!p) return {};
+    std::array<char, 256> buf{};
+    std::string out;
+    while (fgets(buf.data(), (int) buf.size(), p.get())) out += buf.data();
+    return trim(out);
+}
+
+std::string find_gpu() {
+    std::error_code ec;
+    const std::filesystem::path dir = "/proc/driver/nvidia/gpus";
+    if (!std::filesystem::is_directory(dir, ec)) return {};
+    for (const auto & e : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string m = field_after_colon((e.path() / "information").string(), "Model");
+        if (!m.empty()) return m;
+    }
+    return {};
+}
+
+nlohmann::json stats_json(const time_stats & t) {
+    return {{"min_ns", t.min_ns}, {"median_ns", t.median_ns}, {"max_ns", t.max_ns}, {"n", t.n}};
+}
+
+time_stats stats_from(const nlohmann::json & j) {
+    return {j.at("min_ns").get<double>(), j.at("median_ns").get<double>(), j.at("max_ns").get<double>(),
+            j.at("n").get<int>()};
+}
+
+nlohmann::json point_json(const point_result & r) {
+    return {{"index", r.point.index},
+            {"ctx", r.point.ctx},
+            {"kv_type", ggml_type_name(r.point.type)},
+            {"batch", r.point.batch},
+            {"status", r.status},
+            {"note", r.note},
+            {"kv_bytes", r.kv_bytes},
+            {"mask_bytes", r.mask_bytes},
+            {"kshift_bytes", r.kshift_bytes},
+            {"copies", r.copies},
+            {"limit_read_gbs", r.limit_read_gbs},
+            {"flash_attn", stats_json(r.fa)},
+            {"mask_full", stats_json(r.mask_full)},
+            {"mask_update", stats_json(r.mask_update)},
+            {"k_shift", stats_json(r.kshift)},
+            {"eigen", stats_json(r.eigen)},
+            {"reference", stats_json(r.ref)},
+            {"err_vs_eigen", r.err_vs_eigen},
+            {"err_vs_ref", r.err_vs_ref},
+            {"gbs", r.gbs()},
+            {"gbs_best", r.gbs_best()},
+            {"frac_limit", r.frac_limit()},
+            {"tokens_per_s", r.tokens_per_s()},
+            {"eigen_ratio", r.eigen_ratio()},
+            {"ref_ratio", r.ref_ratio()}};
+}
+
+point_result point_from(const nlohmann::json & j) {
+    point_result r;
+    r.point = {j.at("index").get<int64_t>(), j.at("ctx").get<int64_t>(),
+               parse_ggml_type(j.at("kv_type").get<std::string>()), j.at("batch").get<int64_t>()};
+    r.status = j.at("status").get<std::string>();
+    r.note = j.at("note").get<std::string>();
+    r.kv_bytes = j.at("kv_bytes").get<size_t>();
+    r.mask_bytes = j.at("mask_bytes").get<size_t>();
+    r.kshift_bytes = j.at("kshift_bytes").get<size_t>();
+    r.copies = j.at("copies").get<int>();
+    r.limit_read_gbs = j.at("limit_read_gbs").get<double>();
+    r.fa = stats_from(j.at("flash_attn"));
+    r.mask_full = stats_from(j.at("mask_full"));
+    r.mask_update = stats_from(j.at("mask_update"));
+    r.kshift = stats_from(j.at("k_shift"));
+    r.eigen = stats_from(j.at("eigen"));
+    r.ref = stats_from(j.at("reference"));
+    r.err_vs_eigen = j.at("err_vs_eigen").get<double>();
+    r.err_vs_ref = j.at("err_vs_ref").get<double>();
+    return r;
+}
+
+}  // namespace
+
+machine_info collect_machine_info(const std::string & build_type) {
+    machine_info m;
+    m.cpu_model = field_after_colon("/proc/cpuinfo", "model name");
+    m.cores = (int) std::thread::hardware_concurrency();
+    m.gpu = find_gpu();
+    m.build_type = build_type;
+    m.git_commit = command_output("git rev-parse --short HEAD 2>/dev/null");
+    if (m.git_commit.empty()) m.git_commit = "unknown";
+    const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    m.date = buf;
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) m.host = host;
+    return m;
+}
+
+nlohmann::json to_json(const sweep_output & o) {
+    nlohmann::json limits = nlohmann::json::array();
+    for (const run_limit & l : o.limits) {
+        limits.push_back({{"shard", l.shard}, {"host", l.host}, {"read_gbs", l.read_gbs}, {"copy_gbs", l.copy_gbs}});
+    }
+    nlohmann::json points = nlohmann::json::array();
+    for (const point_result & r : o.results) points.push_back(point_json(r));
+    const machine_info & m = o.machine;
+    return {{"schema", "kvbench-sweep/1"},
+            {"config", config_to_json(o.config)},
+            {"machine",
+             {{"cpu_model", m.cpu_model},
+              {"cores", m.cores},
+              {"gpu", m.gpu},
+              {"build_type", m.build_type},
+              {"git_commit", m.git_commit},
+              {"date", m.date},
+              {"host", m.host}}},
+            {"limits", limits},
+            {"points", points},
+            {"notes", o.notes},
+            {"interrupted", o.interrupted}};
+}
+
+sweep_output sweep_output_from_json(const nlohmann::json & j) {
+    sweep_output o;
+    try {
+        if (j.at("schema").get<std::string>() != "kvbench-sweep/1") throw std::runtime_error("unknown schema");
+        o.config = config_from_json(j.at("config"));
+        const auto & m = j.at("machine");
+        o.machine = {m.at("cpu_model").get<std::string>(), m.at("cores").get<int>(), m.at("gpu").get<std::string>(),
+                     m.at("build_type").get<std::string>(), m.at("git_commit").get<std::string>(),
+                     m.at("date").get<std::string>(), m.at("host").get<std::string>()};
+        for (const auto & l : j.at("limits")) {
+            o.limits.push_back({l.at("shard").get<int>(), l.at("host").get<std::string>(),
+                                l.at("read_gbs").get<double>(), l.at("copy_gbs").get<double>()});
+        }
+        for (const auto & p : j.at("points")) o.results.push_back(point_from(p));
+        o.notes = j.at("notes").get<std::vector<std::string>>();
+        o.interrupted = j.at("interrupted").get<bool>();
+    } catch (const nlohmann::json::exception & e) {
+        throw std::runtime_error(fmt::format("kvbench.json: {}", e.what()));
+    } catch (const std::invalid_argument & e) {
+        throw std::runtime_error(fmt::format("kvbench.json: {}", e.what()));
+    }
+    return o;
+}
+
+sweep_output merge_outputs(const std::vector<sweep_output> & parts) {
+    if (parts.empty()) throw usage_error("kvbench merge: no inputs");
+    sweep_output out = parts.front();
+    out.results.clear();
+    out.limits.clear();
+    out.notes.clear();
+    out.interrupted = false;
+    const int n = parts.front().config.shard.count;
+    std::set<int> shards;
+    std::set<int64_t> seen;
+    for (const sweep_output & p : parts) {
+        if (!same_sweep(p.config, parts.front().config)) {
+            throw usage_error("kvbench merge: the inputs describe different sweeps (ctx/types/batch/shape/threads/...)");
+        }
+        if (p.config.shard.count != n) throw usage_error("kvbench merge: the inputs use different shard counts");
+        if (!shards.insert(p.config.shard.index).second) {
+            throw usage_error(fmt::format("kvbench merge: shard {}/{} given twice", p.config.shard.index, n));
+        }
+        for (const point_result & r : p.results) {
+            if (!seen.insert(r.point.index).second) {
+                throw usage_error(fmt::format("kvbench merge: point {} appears twice", r.point.index));
+            }
+            out.results.push_back(r);
+        }
+        out.limits.insert(out.limits.end(), p.limits.begin(), p.limits.end());
+        for (const std::string & note : p.notes) {
+            if (std::find(out.notes.begin(), out.notes.end(), note) == out.notes.end()) out.notes.push_back(note);
+        }
+        out.interrupted = out.interrupted || p.interrupted;
+    }
+    if ((int) shards.size() != n) {
+        throw usage_error(fmt::format("kvbench merge: {} of {} shards given", shards.size(), n));
+    }
+    std::sort(out.results.begin(), out.results.end(),
+              [](const point_result & a, const point_result & b) { return a.point.index < b.point.index; });
+    out.config.shard = {0, 1};
+    return out;
+}
+
+}  // namespace kvsim

@@ -1,0 +1,89 @@
+// kvbench results: per-point timings, the machine and the measured bandwidth limit of a run, their JSON form, and
+// the merge of shard outputs (kvbench merge).
+#pragma once
+
+#include "bench/sweep_spec.h"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kvsim {
+
+// Wall-clock statistics of n timed calls, ns. n == 0: not measured.
+struct time_stats {
+    double min_ns = 0.0;
+    double median_ns = 0.0;
+    double max_ns = 0.0;
+    int n = 0;
+};
+// Statistics of samples (ns); empty samples give n == 0.
+time_stats summarize(std::vector<double> samples);
+
+// One point of a sweep. status "ok" or "skipped" (note says why); a skipped baseline leaves its stats at n == 0
+// with the reason in note.
+struct point_result {
+    bench_point point;
+    std::string status = "ok";
+    std::string note;
+    size_t kv_bytes = 0;        // K+V bytes one flash-attention call reads (kernels/bytes.h fa_kv_bytes)
+    size_t mask_bytes = 0;      // bytes of the f16 KQ mask written by a full build
+    size_t kshift_bytes = 0;    // bytes moved by one K-shift (kernels/bytes.h kshift_bytes)
+    int copies = 1;             // K/V copies rotated between calls (so >= rotate_bytes cycle through the LLC)
+    double limit_read_gbs = 0;  // measured read bandwidth of the run this point came from, GB/s
+    time_stats fa, mask_full, mask_update, kshift, eigen, ref;
+    double err_vs_eigen = -1;   // max abs difference of the outputs, -1 = not compared
+    double err_vs_ref = -1;
+
+    // Derived from the median time: GB/s = kv_bytes / median_ns; fraction of limit_read_gbs;
+    // tokens/s = batch / median seconds (one layer's attention only); baseline time / kernel time (0 = none).
+    double gbs() const;
+    double gbs_best() const;  // from the min time
+    double frac_limit() const;
+    double tokens_per_s() const;
+    double eigen_ratio() const;
+    double ref_ratio() const;
+};
+
+// Where and how a run happened (written into kvbench.json).
+struct machine_info {
+    std::string cpu_model;
+    int cores = 0;
+    std::string gpu;         // "" = none found
+    std::string build_type;
+    std::string git_commit;
+    std::string date;        // ISO 8601, UTC
+    std::string host;
+};
+// Read /proc/cpuinfo, std::thread::hardware_concurrency, /proc/driver/nvidia, `git rev-parse --short HEAD`
+// (run in the current directory; "unknown" when it fails), the clock and the host name. Never throws.
+machine_info collect_machine_info(const std::string & build_type);
+
+// The measured limit of one run (kernels/bandwidth.h), GB/s.
+struct run_limit {
+    int shard = 0;
+    std::string host;
+    double read_gbs = 0;
+    double copy_gbs = 0;
+};
+
+struct sweep_output {
+    sweep_config config;
+    machine_info machine;
+    std::vector<run_limit> limits;  // one per shard run (one for an unsharded run)
+    std::vector<point_result> results;
+    std::vector<std::string> notes;
+    bool interrupted = false;
+};
+
+nlohmann::json to_json(const sweep_output & o);
+// Throws std::runtime_error naming the missing/invalid field.
+sweep_output sweep_output_from_json(const nlohmann::json & j);
+
+// Join shard outputs into one run (shard 0/1, points sorted by plan index). Throws usage_error when the inputs are
+// empty, describe different sweeps (same_sweep), have different shard counts, repeat or miss a shard, or contain
+// the same point twice. Interrupted shards are merged and flagged interrupted.
+sweep_output merge_outputs(const std::vector<sweep_output> & parts);
+
+}  // namespace kvsim

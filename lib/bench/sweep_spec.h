@@ -1,0 +1,83 @@
+// kvbench sweep configuration: the --ctx/--batch range grammar, KV types, head shape, sharding, and the plan of
+// points (ctx, kv type, batch) a run measures. No kernels here; kernels/bench/ times the points.
+#pragma once
+
+#include "kv/ggml_type.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvsim {
+
+// Parse a list of positive integers: comma-separated items, each a value ("4096"), a geometric range
+// "a:b:xF" (a, a*F, ... <= b, F >= 2) or an arithmetic range "a:b:+S" (a, a+S, ... <= b, S >= 1). Duplicates are
+// dropped, order kept. Throws input_error(option, 0, spec, why) for a malformed item, a value <= 0, a > b, or a
+// list longer than 4096 values.
+std::vector<int64_t> parse_int_list(const std::string & option, const std::string & spec);
+
+// Parse comma-separated KV cache types the attention kernels support (f32, f16, q8_0, q4_0).
+// Throws input_error("--kv-type", 0, name, why) for an unknown or unsupported type.
+std::vector<ggml_type> parse_kv_types(const std::string & spec);
+
+// Shard "i/n" with 0 <= i < n: the run measures the points whose plan index % n == i.
+struct shard_spec {
+    int index = 0;
+    int count = 1;
+};
+// Throws input_error("--shard", 0, spec, why) when malformed or i outside [0, n).
+shard_spec parse_shard(const std::string & spec);
+
+// Everything that defines what a sweep measures. Points run with one sequence per stream: n_stream = batch
+// (llama.cpp's default multi-stream layout without -kvu), each stream holding ctx cells of its sequence, the
+// decoded token at position ctx-1 (so the causal mask admits every cell).
+struct sweep_config {
+    std::vector<int64_t> ctx;          // cells attended per stream (n_kv), tokens
+    std::vector<ggml_type> kv_types;   // K and V use the same type
+    std::vector<int64_t> batch;        // sequences decoding one token each
+    std::string model = "llama-3-8b";  // preset name or "custom"
+    int64_t head_dim = 128;
+    int64_t n_head = 32;
+    int64_t n_head_kv = 8;
+    bool rope_neox = false;            // K-shift RoPE mode of the model
+    float rope_freq_base = 500000.0f;
+    std::string backend = "cpu";
+    int threads = 2;
+    int repeats = 5;                   // timed calls per kernel and point (after one warm-up call)
+    size_t max_buffer_bytes = (size_t) 6 << 30;   // skip points whose K+V (one copy) exceed this
+    size_t rotate_bytes = (size_t) 64 << 20;      // K/V copies rotated per call so >= this many bytes cycle (LLC ~32 MiB)
+    size_t eigen_max_bytes = (size_t) 2 << 30;    // skip the Eigen baseline when its f32 K+V exceed this
+    int64_t ref_max_cells = 4096;                 // skip the naive reference above ctx*batch cells
+    size_t limit_bytes = (size_t) 512 << 20;      // buffer size of the bandwidth probe
+    shard_spec shard;
+
+    // Throws input_error for head_dim not a positive multiple of 32, n_head not a multiple of n_head_kv,
+    // threads/repeats < 1, or empty lists.
+    void validate() const;
+};
+
+// One measured configuration; index is the position in the full (unsharded) plan.
+struct bench_point {
+    int64_t index = 0;
+    int64_t ctx = 0;
+    ggml_type type = ggml_type::f16;
+    int64_t batch = 1;
+};
+
+// All points in plan order (batch, then type, then ctx), then those of c.shard.
+std::vector<bench_point> plan_points(const sweep_config & c);
+std::vector<bench_point> shard_points(const std::vector<bench_point> & all, const shard_spec & s);
+
+// K+V bytes of one copy of a point's cache: batch * ctx * n_head_kv * 2 * row_size(type, head_dim).
+size_t point_kv_bytes(const sweep_config & c, const bench_point & p);
+
+// JSON form of the configuration (shard included); config_from_json throws std::runtime_error on a missing field.
+nlohmann::json config_to_json(const sweep_config & c);
+sweep_config config_from_json(const nlohmann::json & j);
+// True when a and b describe the same sweep apart from the shard.
+bool same_sweep(const sweep_config & a, const sweep_config & b);
+
+}  // namespace kvsim
