@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 #include <iostream>
+#include <unistd.h>
 
 namespace kvsim {
 
@@ -103,6 +104,9 @@ replay_options replay_cli::finish() {
         if (*n_swa > 0 && o.model.swa == swa_type::none && swa_type_name.empty()) o.model.swa = swa_type::standard;
         if (*n_swa == 0) o.model.swa = swa_type::none;
     }
+    if (o.ctx.swa_full && !o.model.has_swa()) {
+        throw usage_error("--swa-full: model " + o.model.name + " has no sliding-window layers (set --n-swa to give it some)");
+    }
     if (o.model.swa != swa_type::none && o.model.n_swa == 0) {
         throw usage_error("--swa-type " + std::string(swa_type_name) + " needs --n-swa > 0");
     }
@@ -150,8 +154,34 @@ std::unique_ptr<replay_hooks> make_hooks(const kernel_options & k) {
 }
 }  // namespace
 
+namespace {
+size_t physical_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (size_t) pages * (size_t) page : 0;
+}
+
+// Refuse before allocating: cell metadata for all cells, plus the timed layers' K/V buffers.
+void check_memory(const replay_options & o) {
+    const context_sizes s = compute_context_sizes(o.model, o.ctx);
+    size_t need = cell_metadata_bytes(s, o.model.has_swa());
+    if (o.kernels.backend != "none") {
+        const size_t per_layer = compute_kv_bytes(o.model, o.ctx, s).total() / std::max<uint32_t>(1, o.model.n_layer);
+        need += per_layer * std::max<uint32_t>(1, o.kernels.time_layers) * (o.model.has_swa() ? 2 : 1);
+    }
+    const size_t have = physical_memory_bytes();
+    if (have > 0 && need > have / 10 * 8) {
+        throw usage_error(fmt::format("this replay needs about {:.1f} GiB of host memory (cells {} per stream x {} streams{}), "
+                                      "more than 80% of the machine's {:.1f} GiB; lower -c, -np or --time-layers, or use --backend none",
+                                      (double) need / (1 << 30), s.kv_size, s.n_stream,
+                                      o.kernels.backend != "none" ? fmt::format(", {} timed layer(s) of K/V", o.kernels.time_layers) : "",
+                                      (double) have / (1 << 30)));
+    }
+}
+}  // namespace
+
 int replay_cli::run(std::ostream & term) {
     const replay_options o = finish();
+    check_memory(o);
     auto hooks = make_hooks(o.kernels);
     run_replay(o, term, hooks.get());
     if (hooks && hooks->verify_failures() > 0) {

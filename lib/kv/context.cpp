@@ -58,6 +58,13 @@ kv_memory_bytes compute_kv_bytes(const model_shape & m, const context_params & p
     return {row_k * (cells_base + cells_swa), row_v * (cells_base + cells_swa)};
 }
 
+size_t cell_metadata_bytes(const context_sizes & s, bool has_swa) {
+    // pos + shift + seq bitset + free bit, plus about one (pos, cell) index node per cell
+    const size_t per_cell = 2 * sizeof(llama_pos) + sizeof(seq_set) + 48;
+    const size_t cells = (size_t) s.kv_size * s.n_stream + (has_swa ? (size_t) s.swa_size * s.n_stream : 0);
+    return cells * per_cell;
+}
+
 context::context(const model_shape & m, const context_params & p)
     : model_(m), params_(p), sizes_(compute_context_sizes(m, p)) {
     kv_cache_params base;

@@ -52,6 +52,10 @@ kv_memory_bytes compute_kv_bytes(const model_shape & m, const context_params & p
 
 struct op_group;
 
+// Host bytes of the cell metadata kvsim keeps (pos, shift, seq set and index per cell, all
+// caches and streams): what the bookkeeping alone needs, before any K/V buffer.
+size_t cell_metadata_bytes(const context_sizes & s, bool has_swa);
+
 // Hooks for what llama_decode does besides bookkeeping (K-shift kernel, attention, reports).
 class decode_observer {
 public:
