@@ -10,7 +10,8 @@ void kv_cells::resize(uint32_t n) {
     shift_.assign(n, 0);
     seq_.assign(n, seq_set{});
     empty_bits_.assign((n + 63) / 64, 0);
-    seq_pos_.assign(LLAMA_MAX_SEQ, {});
+    seq_pos_.clear();
+    for (int s = 0; s < LLAMA_MAX_SEQ; ++s) seq_pos_.emplace_back(pool_.get());
     reset();
 }
 
@@ -28,12 +29,46 @@ void kv_cells::reset() {
     }
     n_used_ = 0;
     used_hi_ = 0;
+    n_shifted_ = 0;
     has_shift_ = false;
 }
 
 void kv_cells::reset_shift() {
     has_shift_ = false;
     std::fill(shift_.begin(), shift_.end(), 0);
+    n_shifted_ = 0;
+}
+
+std::pair<uint32_t, uint32_t> kv_cells::free_runs() const {
+    uint32_t runs = 0, longest = 0, cur = 0;
+    for (size_t w = 0; w < empty_bits_.size(); ++w) {
+        uint64_t x = empty_bits_[w];
+        if (x == ~uint64_t(0)) {
+            runs += cur == 0;
+            cur += 64;
+            continue;
+        }
+        for (uint32_t b = 0; b < 64;) {
+            if ((x >> b) & 1) {
+                const uint32_t n = (uint32_t) std::countr_one(x >> b);
+                runs += cur == 0;
+                cur += n;
+                b += n;
+            } else {
+                longest = std::max(longest, cur);
+                cur = 0;
+                if (b == 63) break;
+                const uint64_t rest = x >> (b + 1);
+                if (rest == 0) break;
+                b += 1 + (uint32_t) std::countr_zero(rest);
+            }
+        }
+        if (!((x >> 63) & 1)) {
+            longest = std::max(longest, cur);
+            cur = 0;
+        }
+    }
+    return {runs, std::max(longest, cur)};
 }
 
 uint32_t kv_cells::used_max_p1() const {
@@ -144,12 +179,27 @@ void kv_cells::set(const snapshot & s) {
     }
 }
 
+void kv_cells::dry_mark(const std::vector<uint32_t> & idxs) {
+    for (uint32_t i : idxs) {
+        assert(pos_[i] == -1);
+        pos_[i] = 0;
+        mark_used(i);
+    }
+}
+
+void kv_cells::dry_unmark(const std::vector<uint32_t> & idxs) {
+    for (uint32_t i : idxs) {
+        pos_[i] = -1;
+        mark_free(i);
+    }
+}
+
 void kv_cells::rm(uint32_t i) {
     assert(pos_[i] != -1);
     seq_pos_rm_cell(i);
     seq_[i].reset();
     pos_[i] = -1;
-    shift_[i] = 0;
+    set_shift(i, 0);
     mark_free(i);
 }
 
@@ -159,7 +209,7 @@ bool kv_cells::seq_rm(uint32_t i, llama_seq_id s) {
     seq_[i].reset(s);
     if (seq_[i].none()) {
         pos_[i] = -1;
-        shift_[i] = 0;
+        set_shift(i, 0);
         mark_free(i);
         return true;
     }
@@ -178,7 +228,7 @@ bool kv_cells::seq_keep(uint32_t i, llama_seq_id s) {
         seq_pos_rm_cell(i);
         seq_[i].reset();
         pos_[i] = -1;
-        shift_[i] = 0;
+        set_shift(i, 0);
         mark_free(i);
         return true;
     }
@@ -219,12 +269,12 @@ bool kv_cells::pos_add(uint32_t i, llama_pos d) {
     assert(pos_[i] != -1);
     seq_pos_rm_cell(i);
     pos_[i] += d;
-    shift_[i] += d;
+    set_shift(i, shift_[i] + d);
     has_shift_ = true;
     if (pos_[i] < 0) {
         seq_[i].reset();
         pos_[i] = -1;
-        shift_[i] = 0;
+        set_shift(i, 0);
         mark_free(i);
         return true;
     }
@@ -237,7 +287,7 @@ void kv_cells::pos_div(uint32_t i, int d) {
     const llama_pos p_old = pos_[i];
     seq_pos_rm_cell(i);
     pos_[i] /= d;
-    shift_[i] += p_old - pos_[i];
+    set_shift(i, shift_[i] + p_old - pos_[i]);
     seq_pos_add_cell(i);
     has_shift_ = true;
 }

@@ -5,6 +5,8 @@
 #include "kv/types.h"
 
 #include <cstdint>
+#include <memory>
+#include <memory_resource>
 #include <set>
 #include <vector>
 
@@ -42,6 +44,12 @@ public:
     // Restore the cells of a snapshot (llama_kv_cells::set(idxs, other)).
     void set(const snapshot & s);
 
+    // prepare()'s dry run on a cache without SWA: find_slot only looks at which cells are empty
+    // and at the used count, so the tentative placement marks the cells used (pos 0, no sequence)
+    // and unmark() undoes it, without touching the per-sequence index.
+    void dry_mark(const std::vector<uint32_t> & idxs);
+    void dry_unmark(const std::vector<uint32_t> & idxs);
+
     // Free a non-empty cell regardless of its sequences (llama_kv_cells::rm).
     void rm(uint32_t i);
     // Remove seq s from cell i, which must hold it; true if the cell became empty.
@@ -76,6 +84,11 @@ public:
     // Cells holding seq s with p0 <= pos < p1, in position order.
     std::vector<uint32_t> seq_cells(llama_seq_id s, llama_pos p0, llama_pos p1) const;
 
+    // Cells with a non-zero pending shift.
+    uint32_t n_shifted() const { return n_shifted_; }
+    // Maximal runs of empty cells, and the longest one (cells).
+    std::pair<uint32_t, uint32_t> free_runs() const;
+
     // Index of the first empty cell at or after `from`, or size() if none.
     uint32_t next_empty(uint32_t from) const;
 
@@ -85,6 +98,10 @@ public:
     const std::vector<seq_set> & seq() const { return seq_; }
 
 private:
+    void set_shift(uint32_t i, llama_pos v) {
+        n_shifted_ += (v != 0) - (shift_[i] != 0);
+        shift_[i] = v;
+    }
     void mark_used(uint32_t i);
     void mark_free(uint32_t i);
     void seq_pos_inc(llama_seq_id s, uint32_t i);
@@ -105,7 +122,10 @@ private:
     // (pos, cell) pairs per sequence, ordered by position: min/max at the ends, and the cells of
     // a sequence in a position range without scanning the whole stream. The cell is part of the
     // key because a position can occur twice for one sequence (rm + add reuse).
-    std::vector<std::set<std::pair<llama_pos, uint32_t>>> seq_pos_;
+    // nodes come from a per-stream pool: the index changes with every token placed or freed
+    std::unique_ptr<std::pmr::unsynchronized_pool_resource> pool_ = std::make_unique<std::pmr::unsynchronized_pool_resource>();
+    std::vector<std::pmr::set<std::pair<llama_pos, uint32_t>>> seq_pos_;
+    uint32_t n_shifted_ = 0;   // cells with a non-zero pending shift
 };
 
 }  // namespace kvsim

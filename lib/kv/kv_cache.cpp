@@ -322,6 +322,10 @@ std::vector<slot_info> kv_cache::prepare(const std::vector<ubatch> & ubatches) {
         std::vector<uint32_t> heads_old;
         std::vector<kv_cells::snapshot> cells;
     };
+    // Without SWA a placement only fills empty cells and has no side effect elsewhere, so the dry
+    // run just marks cells used (same find_slot results, far cheaper); with SWA it must really
+    // apply the ubatch, whose purge of overwritten sequences survives the rollback upstream.
+    const bool dry = p_.swa == swa_type::none;
     std::vector<slot_info> res;
     std::vector<state_t> states;
     bool success = true;
@@ -333,15 +337,26 @@ std::vector<slot_info> kv_cache::prepare(const std::vector<ubatch> & ubatches) {
         }
         res.push_back(sinfo);
         state_t st{sinfo, heads_, {}};
-        for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
+        for (uint32_t s = 0; s < sinfo.n_stream() && !dry; ++s) {
             st.cells.push_back(cells_[sinfo.strm[s]].cp(sinfo.idxs[s]));
         }
         states.push_back(std::move(st));
-        apply_ubatch(sinfo, ub);
+        if (dry) {
+            for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
+                cells_[sinfo.strm[s]].dry_mark(sinfo.idxs[s]);
+                heads_[sinfo.strm[s]] = sinfo.idxs[s].back() + 1;
+            }
+        } else {
+            apply_ubatch(sinfo, ub);
+        }
     }
     for (auto it = states.rbegin(); it != states.rend(); ++it) {
         for (uint32_t s = 0; s < it->sinfo.n_stream(); ++s) {
-            cells_[it->sinfo.strm[s]].set(it->cells[s]);
+            if (dry) {
+                cells_[it->sinfo.strm[s]].dry_unmark(it->sinfo.idxs[s]);
+            } else {
+                cells_[it->sinfo.strm[s]].set(it->cells[s]);
+            }
             // upstream restores head of stream strm[s] from the saved head of stream *s*
             // (v_heads_old[s]), not strm[s]; reproduced as is
             heads_[it->sinfo.strm[s]] = it->heads_old[s];

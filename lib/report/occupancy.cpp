@@ -34,14 +34,10 @@ occupancy_row occupancy_recorder::measure(const kv_cache & c, const slot_info & 
     for (uint32_t st = 0; st < c.get_n_stream(); ++st) {
         const kv_cells & cells = c.cells(st);
         r.used += cells.get_used();
-        for (uint32_t i = cells.next_empty(0); i < cells.size();) {
-            uint32_t j = i;
-            while (j < cells.size() && cells.is_empty(j)) ++j;
-            ++r.free_runs;
-            r.largest_free_run = std::max(r.largest_free_run, j - i);
-            i = cells.next_empty(j);
-        }
-        for (uint32_t i = 0; i < cells.size(); ++i) r.shifted_cells += cells.get_shift(i) != 0;
+        const auto [runs, longest] = cells.free_runs();
+        r.free_runs += runs;
+        r.largest_free_run = std::max(r.largest_free_run, longest);
+        r.shifted_cells += cells.n_shifted();
         const uint32_t n_ids = c.get_n_stream() == 1 ? c.n_seq_ids() : 1;
         for (uint32_t s = 0; s < n_ids; ++s) {
             const llama_seq_id sid = c.get_n_stream() == 1 ? (llama_seq_id) s : (llama_seq_id) st;
