@@ -49,9 +49,9 @@ struct sweep_cli {
         CLI::Option * hd = app.add_option("--head-dim", head_dim, "head size (custom shape)");
         CLI::Option * nh = app.add_option("--n-head", n_head, "query heads (custom shape)");
         CLI::Option * nk = app.add_option("--n-head-kv", n_head_kv, "KV heads (custom shape)");
-        hd->requires(nh)->requires(nk)->excludes(m);
-        nh->requires(hd);
-        nk->requires(hd);
+        hd->needs(nh)->needs(nk)->excludes(m);
+        nh->needs(hd);
+        nk->needs(hd);
         app.add_option("--backend", backend, "cpu or cuda")->capture_default_str();
         app.add_option("--threads,-t", threads, "threads of the kernels, baselines and bandwidth probe")
             ->capture_default_str();
@@ -187,7 +187,7 @@ int main(int argc, char ** argv) {
     cache_bench_params cp;
     cache->add_option("--ops", cp.n_ops, "ops in the random trace")->capture_default_str();
     cache->add_option("--seed", cp.seed, "trace seed")->capture_default_str();
-    cache->add_option("--n-seq,-np", cp.n_seq, "sequences (1..32)")->capture_default_str();
+    cache->add_option("--n-seq,--parallel", cp.n_seq, "sequences (1..32)")->capture_default_str();
     cache->add_option("--ctx-size,-c", cp.n_ctx, "context size (cells, all streams)")->capture_default_str();
     cache->add_option("--model", cp.model, "model preset")->capture_default_str();
 

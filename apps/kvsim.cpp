@@ -3,6 +3,8 @@
 #include "common/llama_args.h"
 #include "common/replay_cli.h"
 #include "replay/run_replay.h"
+#include "trace/convert.h"
+#include "trace/inspect.h"
 #include "util/errors.h"
 
 #include <CLI/CLI.hpp>
@@ -17,6 +19,24 @@ int main(int argc, char ** argv) {
     replay_cli rc;
     rc.add_to(*replay);
 
+    CLI::App * inspect = app.add_subcommand("inspect", "Statistics of a trace before replaying it");
+    std::string insp_trace, insp_format = "auto";
+    bool insp_json = false;
+    int32_t block_tokens = 512;
+    inspect->add_option("trace", insp_trace, "Op trace or request trace")->required();
+    inspect->add_option("--format", insp_format, "Trace format (default: detected from the header)")
+        ->check(CLI::IsMember({"auto", "ops", "azure", "mooncake", "burstgpt"}));
+    inspect->add_flag("--json", insp_json, "Print the statistics as JSON");
+    inspect->add_option("--block-tokens", block_tokens, "Tokens per Mooncake hash_id block")->check(CLI::PositiveNumber);
+
+    CLI::App * convert = app.add_subcommand("convert", "Rewrite a request trace in another format");
+    std::string conv_in, conv_out, conv_to, conv_from = "auto";
+    convert->add_option("in", conv_in, "Request trace to read")->required();
+    convert->add_option("out", conv_out, "File to write (atomically)")->required();
+    convert->add_option("--to", conv_to, "Target format")->required()->check(CLI::IsMember({"azure", "mooncake", "burstgpt", "ops"}));
+    convert->add_option("--from", conv_from, "Source format (default: detected)")->check(CLI::IsMember({"auto", "azure", "mooncake", "burstgpt"}));
+    convert->add_option("--block-tokens", block_tokens, "Tokens per generated Mooncake hash_id block")->check(CLI::PositiveNumber);
+
     std::vector<std::string> args = rewrite_llama_args(argc, argv);
     std::vector<const char *> cargs;
     for (const auto & a : args) cargs.push_back(a.c_str());
@@ -29,6 +49,18 @@ int main(int argc, char ** argv) {
     try {
         if (replay->parsed()) {
             return rc.run(std::cout);
+        }
+        if (inspect->parsed()) {
+            const auto j = inspect_trace(insp_trace, insp_format, block_tokens);
+            if (insp_json) {
+                std::cout << j.dump(2) << '\n';
+            } else {
+                print_inspect(std::cout, insp_trace, j);
+            }
+        }
+        if (convert->parsed()) {
+            const size_t n = convert_trace(conv_in, conv_out, conv_to, conv_from, std::cerr, block_tokens);
+            std::cerr << "kvsim: wrote " << n << " requests to " << conv_out << '\n';
         }
     } catch (const input_error & e) {
         std::cerr << "kvsim: error: " << e.what() << '\n';

@@ -23,6 +23,7 @@ int64_t parse_positive(const std::string & option, const std::string & spec, std
 }
 
 std::vector<std::string> split(const std::string & s, char sep) {
+    if (s.empty()) return {std::string()};
     std::vector<std::string> out;
     std::string item;
     std::istringstream in(s);

@@ -114,7 +114,7 @@ std::string render_chart(const chart & c) {
         o += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"{3}\" class=\"marker\"><title>{4}</title></line>\n",
                          X(m.x), t, t + h, m.color, esc(m.label));
     }
-    double lx = l + 10;
+    double lx = l + 12 + 7.5 * (double) c.title.size();   // legend on the title line, clear of the data
     for (const auto & s : c.lines) {
         if (s.scatter) {
             o += fmt::format("<g data-series=\"{}\" fill=\"{}\">", esc(s.name), s.color);
@@ -127,7 +127,7 @@ std::string render_chart(const chart & c) {
             o += "\"/>\n";
         }
         o += fmt::format("<rect x=\"{:.0f}\" y=\"{}\" width=\"12\" height=\"4\" fill=\"{}\"/><text x=\"{:.0f}\" y=\"{}\" class=\"lg\">{}</text>\n",
-                         lx, t + 8, s.color, lx + 16, t + 13, esc(s.name));
+                         lx, 12, s.color, lx + 16, 18, esc(s.name));
         lx += 30 + 7.0 * (double) s.name.size();
     }
     return o + "</svg>\n";

@@ -233,6 +233,7 @@ void server_sim::build_batch(std::vector<batch_tok> & batch, const request_trace
             batch.push_back({s.id, s.n_tokens, false});
             ++s.n_tokens;
         }
+        s.valid_prefix = s.n_tokens;   // the cached tokens are this prompt's, up to here
         if (s.n_tokens == n_prompt) batch.back().last = true;
     }
 }

@@ -1,0 +1,316 @@
+#include "bench/sweep_runner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include "bandwidth.h"
+#include "bench/eigen_attention.h"
+#include "bytes.h"
+#include "hadamard.h"
+#include "kv_content.h"
+#include "quant.h"
+#include "reference.h"
+
+namespace kvsim {
+
+namespace {
+
+// Uninitialised 64-byte-aligned host memory (a vector would memset gigabytes before the content fill).
+struct host_buffer {
+    std::unique_ptr<char, decltype(&std::free)> p{nullptr, &std::free};
+    explicit host_buffer(size_t bytes) : p(static_cast<char *>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), &std::free) {
+        if (!p) throw std::bad_alloc();
+    }
+    char * data() const { return p.get(); }
+};
+
+template <class F>
+time_stats time_calls(int repeats, F && call) {
+    call(0);  // warm-up
+    std::vector<double> ns;
+    for (int i = 1; i <= repeats; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        call(i);
+        ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return summarize(std::move(ns));
+}
+
+double max_abs_diff(const std::vector<float> & a, const std::vector<float> & b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, (double) std::fabs(a[i] - b[i]));
+    return m;
+}
+
+int copies_for(size_t bytes_one, size_t rotate_bytes) {
+    return (int) std::max<size_t>(1, (rotate_bytes + bytes_one - 1) / bytes_one);
+}
+
+// copies x batch streams of ctx cells: stream s of copy 0 holds sequence s at positions 0..ctx-1; later copies are
+// byte copies of copy 0 (same content, other addresses).
+void fill_cache(const kv_tensor & t, int64_t batch, int copies, kv_which which, int rot_n, thread_pool & pool) {
+    const int64_t block = 512;
+    const int64_t n_blocks = (t.kv_size + block - 1) / block;
+    pool.parallel_for(batch * n_blocks, [&](int64_t task, int) {
+        const int64_t s = task / n_blocks, j0 = (task % n_blocks) * block;
+        for (int64_t j = j0; j < std::min(t.kv_size, j0 + block); ++j) {
+            write_kv_cell(t, s, j, 0, which, (llama_seq_id) s, (llama_pos) j, rot_n);
+        }
+    });
+    const size_t copy_bytes = t.stream_bytes() * (size_t) batch;
+    for (int c = 1; c < copies; ++c) std::memcpy(t.row(c * batch, 0), t.data, copy_bytes);
+}
+
+kv_tensor copy_view(const kv_tensor & all, int64_t batch, int c) {
+    kv_tensor v = all;
+    v.data = all.row(c * batch, 0);
+    v.n_stream = batch;
+    return v;
+}
+
+// Cell metadata and tokens of the point: stream s holds sequence s in cells 0..ctx-1 at pos = cell; the decoded
+// token sits at pos ctx-1.
+struct mask_inputs {
+    std::vector<llama_pos> cell_pos;
+    std::vector<std::vector<seq_set>> cell_seq;  // per stream
+    std::vector<llama_pos> tok_pos;
+    std::vector<llama_seq_id> tok_seq;
+    std::vector<kq_mask_stream> streams;
+
+    mask_inputs(int64_t ctx, int64_t batch) : cell_pos((size_t) ctx), cell_seq((size_t) batch) {
+        for (int64_t j = 0; j < ctx; ++j) cell_pos[(size_t) j] = (llama_pos) j;
+        for (int64_t s = 0; s < batch; ++s) {
+            cell_seq[(size_t) s].resize((size_t) ctx);
+            for (auto & b : cell_seq[(size_t) s]) b.set((size_t) s);
+            tok_pos.push_back((llama_pos) ctx - 1);
+            tok_seq.push_back((llama_seq_id) s);
+        }
+        for (int64_t s = 0; s < batch; ++s) {
+            streams.push_back({cell_pos.data(), cell_seq[(size_t) s].data(), &tok_pos[(size_t) s], &tok_seq[(size_t) s]});
+        }
+    }
+};
+
+// Full build, then the incremental update for one new token (cell ctx-1 gets pos ctx-1, the token moves from
+// ctx-2 to ctx-1); the previous mask is restored (untimed) before each update.
+void time_masks(attn_backend & be, const sweep_config & c, const bench_point & p, std::vector<uint16_t> & mask,
+                point_result & r) {
+    kq_mask_desc md;
+    md.n_kv = p.ctx;
+    md.n_tps = 1;
+    md.n_stream = p.batch;
+    md.type = ggml_type::f16;
+    mask_inputs in(p.ctx, p.batch);
+    mask.assign((size_t) (p.ctx * p.batch), 0);
+    r.mask_full = time_calls(c.repeats, [&](int) { be.build_kq_mask(md, in.streams.data(), mask.data()); });
+    if (p.ctx < 2) return;
+
+    const size_t last = (size_t) p.ctx - 1;
+    std::vector<uint16_t> prev(mask.size()), upd(mask.size());
+    in.cell_pos[last] = -1;
+    for (auto & cs : in.cell_seq) cs[last].reset();
+    for (auto & tp : in.tok_pos) tp = (llama_pos) p.ctx - 2;
+    be.build_kq_mask(md, in.streams.data(), prev.data());
+    in.cell_pos[last] = (llama_pos) last;
+    for (size_t s = 0; s < in.cell_seq.size(); ++s) in.cell_seq[s][last].set(s);
+    for (auto & tp : in.tok_pos) tp = (llama_pos) last;
+
+    std::vector<kq_mask_change> ch((size_t) p.batch);
+    for (int64_t s = 0; s < p.batch; ++s) {
+        ch[(size_t) s] = {{(uint32_t) last}, {(llama_pos) p.ctx - 2}, {(llama_seq_id) s}};
+    }
+    std::vector<double> ns;
+    for (int i = 0; i <= c.repeats; ++i) {
+        std::memcpy(upd.data(), prev.data(), prev.size() * sizeof(uint16_t));
+        const auto t0 = std::chrono::steady_clock::now();
+        be.update_kq_mask(md, in.streams.data(), ch.data(), upd.data());
+        if (i > 0) ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+    }
+    r.mask_update = summarize(std::move(ns));
+    if (upd != mask) throw std::runtime_error("kvbench: incremental KQ mask differs from the full build");
+}
+
+void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & fd, const kv_tensor & k0,
+                const kv_tensor & v0, const std::vector<float> & q, const std::vector<float> & kernel_out,
+                thread_pool & pool, point_result & r) {
+    const int64_t row = c.head_dim * c.n_head_kv;
+    const size_t f32_bytes = (size_t) (p.ctx * p.batch * row) * 2 * sizeof(float);
+    if (f32_bytes > c.eigen_max_bytes) {
+        r.note += fmt::format("{}Eigen skipped (f32 K+V {} MiB > {} MiB)", r.note.empty() ? "" : "; ", f32_bytes >> 20,
+                              c.eigen_max_bytes >> 20);
+        return;
+    }
+    const int copies = copies_for(f32_bytes, c.rotate_bytes);
+    const size_t n_one = (size_t) (p.ctx * p.batch * row);
+    std::vector<float> kf(n_one * (size_t) copies), vf(n_one * (size_t) copies);
+    for (int64_t s = 0; s < p.batch; ++s) {
+        for (int64_t j = 0; j < p.ctx; ++j) {
+            const size_t off = (size_t) ((s * p.ctx + j) * row);
+            row_to_f32(k0.type, k0.row(s, j), kf.data() + off, row);
+            row_to_f32(v0.type, v0.row(s, j), vf.data() + off, row);
+        }
+    }
+    for (int i = 1; i < copies; ++i) {
+        std::copy_n(kf.begin(), n_one, kf.begin() + (ptrdiff_t) (n_one * (size_t) i));
+        std::copy_n(vf.begin(), n_one, vf.begin() + (ptrdiff_t) (n_one * (size_t) i));
+    }
+    // A rotated cache stores H.k: rotating Q by H_k and the output by H_v gives the unrotated attention (as build_attn).
+    std::vector<float> qr = q;
+    if (fd.rot.k()) fwht_blocks(qr.data(), (int64_t) qr.size(), fd.rot.n_k);
+    eigen_attn_shape es{c.head_dim, c.n_head, c.n_head_kv, p.ctx, p.batch, fd.scale};
+    std::vector<float> out(q.size());
+    std::vector<std::vector<float>> scratch;
+    r.eigen = time_calls(c.repeats, [&](int i) {
+        const size_t off = n_one * (size_t) (i % copies);
+        eigen_decode_attention(es, qr.data(), kf.data() + off, vf.data() + off, out.data(), pool, scratch);
+    });
+    if (fd.rot.v()) fwht_blocks(out.data(), (int64_t) out.size(), fd.rot.n_v);
+    r.err_vs_eigen = max_abs_diff(out, kernel_out);
+}
+
+void time_reference(const sweep_config & c, const bench_point & p, const fa_desc & fd, fa_args a,
+                    const std::vector<float> & kernel_out, point_result & r) {
+    if (p.ctx * p.batch > c.ref_max_cells) return;
+    std::vector<float> out(kernel_out.size());
+    a.out = out.data();
+    const int reps = std::min(c.repeats, 3);
+    std::vector<double> ns;
+    for (int i = 0; i < reps; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        ref_flash_attn(fd, a);
+        ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+    }
+    r.ref = summarize(std::move(ns));
+    r.err_vs_ref = max_abs_diff(out, kernel_out);
+}
+
+void time_kshift(attn_backend & be, const sweep_config & c, const bench_point & p, const kv_tensor & k_all,
+                 const attn_rot & rot, int copies, point_result & r) {
+    kshift_desc kd;
+    kd.rope.n_rot = (int) c.head_dim;
+    kd.rope.mode = c.rope_neox ? rope_mode::neox : rope_mode::norm;
+    kd.rope.freq_base = c.rope_freq_base;
+    kd.rot = rot;
+    kd.on_null_rot = null_rot_policy::plain;
+    const std::vector<int32_t> shift((size_t) (p.ctx * p.batch), -1);
+    bool hazard = false;
+    r.kshift = time_calls(c.repeats, [&](int i) {
+        hazard = be.k_shift(kd, copy_view(k_all, p.batch, i % copies), shift.data()).null_rotation_hazard || hazard;
+    });
+    if (hazard) {
+        r.note += fmt::format("{}K-shift: quantized K without rotation (upstream crash), timed on the plain path",
+                              r.note.empty() ? "" : "; ");
+    }
+}
+
+}  // namespace
+
+run_limit measure_run_limit(const sweep_config & c, const std::string & host) {
+    const bandwidth_result b = measure_bandwidth(c.limit_bytes, c.threads, 5);
+    return {c.shard.index, host, b.read_gbs, b.copy_gbs};
+}
+
+point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
+                             double read_gbs) {
+    point_result r;
+    r.point = p;
+    r.limit_read_gbs = read_gbs;
+    r.kv_bytes = fa_kv_bytes(p.ctx, p.batch, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
+    r.mask_bytes = kq_mask_bytes(p.ctx, 1, p.batch, ggml_type::f16);
+    r.kshift_bytes = kshift_bytes(p.ctx, p.batch, c.n_head_kv, p.type, c.head_dim);
+    const size_t one = point_kv_bytes(c, p);
+    if (one > c.max_buffer_bytes) {
+        r.status = "skipped";
+        r.note = fmt::format("K+V {} MiB > --max-buffer-mib {}", one >> 20, c.max_buffer_bytes >> 20);
+        return r;
+    }
+    r.copies = copies_for(one, c.rotate_bytes);
+    kv_tensor k_all{nullptr, p.type, c.head_dim, c.n_head_kv, p.ctx, p.batch * r.copies};
+    kv_tensor v_all = k_all;
+    host_buffer kb(k_all.total_bytes()), vb(v_all.total_bytes());
+    k_all.data = kb.data();
+    v_all.data = vb.data();
+    const attn_rot rot = attn_rot_config(p.type, p.type, c.head_dim, c.head_dim, false);
+    fill_cache(k_all, p.batch, r.copies, kv_which::k, rot.n_k, pool);
+    fill_cache(v_all, p.batch, r.copies, kv_which::v, rot.n_v, pool);
+
+    std::vector<float> q((size_t) (c.head_dim * c.n_head * p.batch));
+    for (int64_t s = 0; s < p.batch; ++s) {
+        for (int64_t h = 0; h < c.n_head; ++h) {
+            for (int64_t d = 0; d < c.head_dim; ++d) {
+                q[(size_t) ((s * c.n_head + h) * c.head_dim + d)] =
+                    kv_value(1, kv_which::k, (llama_seq_id) s, (llama_pos) p.ctx - 1, h, d);
+            }
+        }
+    }
+    std::vector<uint16_t> mask;
+    time_masks(be, c, p, mask, r);
+
+    fa_desc fd;
+    fd.head_dim_k = fd.head_dim_v = c.head_dim;
+    fd.n_head = c.n_head;
+    fd.n_head_kv = c.n_head_kv;
+    fd.n_kv = p.ctx;
+    fd.n_stream = p.batch;
+    fd.scale = 1.0f / std::sqrt((float) c.head_dim);
+    fd.rot = rot;
+    const fa_plan plan = be.plan_flash_attn(fd);
+    std::vector<float> out(q.size()), out0(q.size());
+    fa_args a{q.data(), copy_view(k_all, p.batch, 0), copy_view(v_all, p.batch, 0), 0, mask.data(), ggml_type::f16,
+              out0.data()};
+    be.flash_attn(fd, plan, a);
+    a.out = out.data();
+    r.fa = time_calls(c.repeats, [&](int i) {
+        a.k = copy_view(k_all, p.batch, i % r.copies);
+        a.v = copy_view(v_all, p.batch, i % r.copies);
+        be.flash_attn(fd, plan, a);
+    });
+    a.k = copy_view(k_all, p.batch, 0);
+    a.v = copy_view(v_all, p.batch, 0);
+    time_eigen(c, p, fd, a.k, a.v, q, out0, pool, r);
+    time_reference(c, p, fd, a, out0, r);
+    time_kshift(be, c, p, k_all, rot, r.copies, r);  // last: it rewrites K
+    return r;
+}
+
+sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_info & m, const sweep_hooks & hooks) {
+    sweep_output o;
+    o.config = c;
+    o.machine = m;
+    o.limits.push_back(measure_run_limit(c, m.host));
+    o.notes = {
+        "layout: n_stream = batch, one sequence per stream (llama.cpp without -kvu), ctx cells each, decoded token at "
+        "pos ctx-1 (every cell attended)",
+        fmt::format("K/V rotated among copies so >= {} MiB cycle between calls (LLC ~32 MiB): no point is timed from "
+                    "cache; column 'copies'",
+                    c.rotate_bytes >> 20),
+        "quantized K/V are Hadamard-rotated as llama_kv_cache does by default (attn_rot_config)",
+        "times: one warm-up call, then --repeats calls; GB/s and %lim from the median time, limit = read bandwidth "
+        "measured in this run with the same thread count",
+        fmt::format("Eigen baseline: dense GEMM Q.K^T, softmax, .V on pre-converted f32 K/V, {} threads, skipped above "
+                    "{} MiB of f32 K+V",
+                    c.threads, c.eigen_max_bytes >> 20),
+        fmt::format("naive reference (double, 1 thread, <= 3 runs) only up to ctx*batch <= {} cells", c.ref_max_cells),
+        "mask/update/K-shift: mask metadata is not rotated (it fits in cache); K-shift rotates every cell of the copy",
+    };
+    const std::vector<bench_point> pts = shard_points(plan_points(c), c.shard);
+    thread_pool pool(c.threads);
+    for (size_t i = 0; i < pts.size(); ++i) {
+        if (hooks.stop && hooks.stop->load()) {
+            o.interrupted = true;
+            break;
+        }
+        o.results.push_back(bench_point_run(be, pool, c, pts[i], o.limits.front().read_gbs));
+        if (hooks.progress) hooks.progress(i + 1, pts.size());
+    }
+    return o;
+}
+
+}  // namespace kvsim

@@ -1,0 +1,295 @@
+// CUDA backend object: validation (shared with the CPU backend), scratch buffers, metadata uploads and the split-KV
+// plan; the kernels live in cuda_flash_attn.cu, cuda_kq_mask.cu and cuda_k_shift.cu.
+#include "cuda_backend.h"
+
+#include <algorithm>
+#include <bitset>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "cuda_internal.h"
+#include "util/errors.h"
+
+namespace kvsim {
+
+namespace {
+
+// libstdc++/libc++ store std::bitset<256> as an array of machine words, bit i at bit i%64 of word i/64; on a
+// little-endian host its bytes are then the 8 uint32 words the mask kernels read. Checked once at run time.
+bool seq_set_is_word_array() {
+    static_assert(sizeof(seq_set) == 32, "seq_set must be 256 bits without padding");
+    seq_set s;
+    s.set(0);
+    s.set(37);
+    s.set(255);
+    uint32_t w[8];
+    std::memcpy(w, &s, sizeof w);
+    return w[0] == 1u && w[1] == (1u << 5) && w[7] == (1u << 31) && w[2] == 0 && w[6] == 0;
+}
+
+// Words of one seq set, bit b of word w = seq 32w+b.
+void seq_words(const seq_set & s, uint32_t * w) {
+    static const bool direct = seq_set_is_word_array();
+    if (direct) {
+        std::memcpy(w, &s, 32);
+        return;
+    }
+    for (int i = 0; i < 8; ++i) w[i] = 0;
+    for (int b = 0; b < LLAMA_MAX_SEQ; ++b) {
+        if (s.test((size_t) b)) w[b / 32] |= 1u << (b % 32);
+    }
+}
+
+// Grow-only device scratch.
+void * ensure(cuda_buffer & b, size_t bytes) {
+    if (b.size() < bytes) b = cuda_buffer(std::max(bytes, b.size() * 3 / 2));
+    return b.data();
+}
+
+// Device mirror of the metadata of the last mask built into one dst.
+struct mask_mirror {
+    int64_t n_kv = 0, n_stream = 0;
+    cuda_buffer cell_pos, cell_seq;
+};
+
+class cuda_backend final : public attn_backend {
+public:
+    cuda_backend(int device, bool synchronous) : sync_(synchronous) {
+        std::string why;
+        if (!cuda_device_available(&why)) throw std::runtime_error("CUDA backend unavailable: " + why);
+        int n = 0;
+        cuda::check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
+        if (device < 0 || device >= n) {
+            throw std::runtime_error("CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " devices)");
+        }
+        cuda::check(cudaSetDevice(device), "cudaSetDevice");
+        info_ = cuda_current_device();
+    }
+
+    backend_kind kind() const override { return backend_kind::cuda; }
+
+    void build_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, void * dst) override {
+        check_kq_mask_desc(d, streams);
+        mask_mirror & mm = mirrors_[dst];
+        upload_cells(d, streams, mm);
+        upload_tokens(d, streams, nullptr);
+        cuda::mask_build_launch(d, meta(d, mm), dst, nullptr);
+        finish("KQ mask build");
+    }
+
+    // Relies on the change list (attention.h): the cells of the device mirror kept for dst since the last call are
+    // patched with the changed cells only; without a mirror of this shape for dst, all metadata is uploaded.
+    void update_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, const kq_mask_change * changes,
+                        void * dst) override {
+        check_kq_mask_desc(d, streams);
+        size_t max_changed = 0;
+        for (int64_t s = 0; s < d.n_stream; ++s) {
+            const auto & ch = changes[s];
+            if ((int64_t) ch.prev_tok_pos.size() != d.n_tps || (int64_t) ch.prev_tok_seq.size() != d.n_tps) {
+                throw std::invalid_argument("update_kq_mask: previous tokens do not match n_tps");
+            }
+            for (uint32_t j : ch.cells) {
+                if ((int64_t) j >= d.n_kv) throw std::invalid_argument("update_kq_mask: changed cell beyond n_kv");
+            }
+            max_changed = std::max(max_changed, ch.cells.size());
+        }
+        mask_mirror & mm = mirrors_[dst];
+        const bool have = mm.n_kv == d.n_kv && mm.n_stream == d.n_stream;
+        const int mc = (int) max_changed;
+        // changed cells: [n_stream][mc] indices, counts, and their new pos / seq words
+        h_changed_.assign((size_t) d.n_stream * max_changed, 0);
+        h_nchanged_.assign((size_t) d.n_stream, 0);
+        h_chpos_.assign(h_changed_.size(), 0);
+        h_chseq_.assign(h_changed_.size() * 8, 0);
+        for (int64_t s = 0; s < d.n_stream; ++s) {
+            const auto & cells = changes[s].cells;
+            h_nchanged_[(size_t) s] = (int32_t) cells.size();
+            for (size_t k = 0; k < cells.size(); ++k) {
+                const size_t o = (size_t) s * max_changed + k;
+                h_changed_[o] = cells[k];
+                h_chpos_[o] = streams[s].cell_pos[cells[k]];
+                seq_words(streams[s].cell_seq[cells[k]], &h_chseq_[o * 8]);
+            }
+        }
+        const size_t nc = h_changed_.size();
+        char * chb = static_cast<char *>(ensure(changes_buf_, nc * 40 + (size_t) d.n_stream * 4 + 64));
+        auto * d_changed = reinterpret_cast<uint32_t *>(chb);
+        auto * d_chpos = reinterpret_cast<int32_t *>(chb + nc * 4);
+        auto * d_chseq = reinterpret_cast<uint32_t *>(chb + nc * 8);
+        auto * d_nchanged = reinterpret_cast<int32_t *>(chb + nc * 40);
+        copy_h2d(d_changed, h_changed_.data(), nc * 4);
+        copy_h2d(d_chpos, h_chpos_.data(), nc * 4);
+        copy_h2d(d_chseq, h_chseq_.data(), nc * 32);
+        copy_h2d(d_nchanged, h_nchanged_.data(), (size_t) d.n_stream * 4);
+        if (have) {
+            cuda::mask_scatter_launch(d.n_stream, d.n_kv, d_changed, d_nchanged, mc, d_chpos, d_chseq,
+                                      static_cast<int32_t *>(mm.cell_pos.data()), static_cast<uint32_t *>(mm.cell_seq.data()), nullptr);
+        } else {
+            upload_cells(d, streams, mm);
+        }
+        upload_tokens(d, streams, changes);
+        cuda::mask_update_launch(d, meta(d, mm), d_changed, d_nchanged, mc, dst, nullptr);
+        finish("KQ mask update");
+    }
+
+    // Split-KV plan: enough blocks for ~4 waves of 128-thread blocks over the SMs, chunks of >= 256 cells so the
+    // merge stays cheap, chunk a multiple of 64 cells.
+    fa_plan plan_flash_attn(const fa_desc & d) const override {
+        if (d.n_kv <= 0 || d.n_head_kv <= 0 || d.n_stream <= 0 || d.n_tps <= 0 || d.n_head % d.n_head_kv != 0) {
+            throw std::invalid_argument("plan_flash_attn: empty or inconsistent shape");
+        }
+        const int64_t R = cuda::fa_rows_per_block(d);
+        const int64_t rgroups = (d.n_tps * (d.n_head / d.n_head_kv) + R - 1) / R;
+        const int64_t base = d.n_stream * d.n_head_kv * rgroups;
+        const int64_t target = 4 * (int64_t) info_.sm_count;
+        const int64_t max_chunks = std::max<int64_t>(1, (d.n_kv + 255) / 256);
+        const int64_t n_chunks = std::clamp<int64_t>((target + base - 1) / base, 1, max_chunks);
+        fa_plan p;
+        p.chunk = ((d.n_kv + n_chunks - 1) / n_chunks + 63) / 64 * 64;
+        p.n_chunks = (d.n_kv + p.chunk - 1) / p.chunk;
+        p.n_threads = 128;
+        return p;
+    }
+
+    void flash_attn(const fa_desc & d, const fa_plan & plan, const fa_args & a) override {
+        check_fa(d, a);
+        cuda::fa_check_cuda_shape(d);
+        if (plan.chunk <= 0 || plan.n_chunks <= 0 || plan.n_chunks * plan.chunk < d.n_kv || plan.chunk > INT32_MAX) {
+            throw std::invalid_argument("flash_attn: plan does not cover n_kv (make it with plan_flash_attn)");
+        }
+        const int64_t q_rows = d.n_head * d.n_tps * d.n_stream;
+        const float * q = a.q;
+        if (d.rot.k()) {
+            float * qr = static_cast<float *>(ensure(q_rot_, (size_t) q_rows * d.head_dim_k * sizeof(float)));
+            cuda::rotate_q_launch(a.q, qr, q_rows, d.head_dim_k, d.rot.n_k, nullptr);
+            q = qr;
+        }
+        const size_t part_floats = (size_t) (d.n_stream * plan.n_chunks * d.n_head * d.n_tps * (d.head_dim_v + 2));
+        float * part = static_cast<float *>(ensure(part_, part_floats * sizeof(float)));
+        cuda::fa_launch(d, plan, a, q, part, nullptr);
+        finish("flash_attn");
+    }
+
+    kshift_report k_shift(const kshift_desc & d, const kv_tensor & k, const int32_t * shift) override {
+        check_kshift(d, k);
+        if (!shift) throw std::invalid_argument("k_shift: null shift");
+        kshift_report rep;
+        rep.cells = k.kv_size * k.n_stream;
+        const bool quant = ggml_is_quantized(k.type);
+        rep.null_rotation_hazard = quant && !d.rot.k();
+        if (rep.null_rotation_hazard && d.on_null_rot == null_rot_policy::refuse) {
+            throw usage_error(
+                "K-shift of a quantized K cache without Hadamard rotation: llama.cpp dereferences a null rotation tensor "
+                "here and crashes (PR #25636); pass null_rot_policy::plain to shift without rotation");
+        }
+        const float * ff = nullptr;
+        if (d.rope.freq_factors) {
+            ff = static_cast<const float *>(ensure(freq_, (size_t) d.rope.n_rot / 2 * sizeof(float)));
+            copy_h2d(const_cast<float *>(ff), d.rope.freq_factors, (size_t) d.rope.n_rot / 2 * sizeof(float));
+        }
+        cuda::kshift_launch(d, k, shift, ff, quant && d.rot.k() ? d.rot.n_k : 0, nullptr);
+        finish("k_shift");
+        return rep;
+    }
+
+private:
+    static void copy_h2d(void * dst, const void * src, size_t n) {
+        if (n) cuda::check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, nullptr), "upload");
+    }
+
+    void finish(const char * what) const {
+        cuda::check(cudaGetLastError(), what);
+        if (sync_) cuda::check(cudaStreamSynchronize(nullptr), what);
+    }
+
+    void upload_cells(const kq_mask_desc & d, const kq_mask_stream * streams, mask_mirror & mm) {
+        const size_t n = (size_t) d.n_kv;
+        ensure(mm.cell_pos, (size_t) d.n_stream * n * 4);
+        ensure(mm.cell_seq, (size_t) d.n_stream * n * 32);
+        h_seq_.resize(n * 8);
+        for (int64_t s = 0; s < d.n_stream; ++s) {
+            copy_h2d(static_cast<char *>(mm.cell_pos.data()) + (size_t) s * n * 4, streams[s].cell_pos, n * 4);
+            for (size_t j = 0; j < n; ++j) seq_words(streams[s].cell_seq[j], &h_seq_[j * 8]);
+            copy_h2d(static_cast<char *>(mm.cell_seq.data()) + (size_t) s * n * 32, h_seq_.data(), n * 32);
+        }
+        mm.n_kv = d.n_kv;
+        mm.n_stream = d.n_stream;
+    }
+
+    // Token positions/seq ids (and the previous ones for an update) into tok_ as [4][n_stream][n_tps] int32.
+    void upload_tokens(const kq_mask_desc & d, const kq_mask_stream * streams, const kq_mask_change * changes) {
+        const size_t n = (size_t) (d.n_stream * d.n_tps);
+        h_tok_.assign(4 * n, 0);
+        for (int64_t s = 0; s < d.n_stream; ++s) {
+            for (int64_t i = 0; i < d.n_tps; ++i) {
+                const size_t o = (size_t) (s * d.n_tps + i);
+                h_tok_[o] = streams[s].tok_pos[i];
+                h_tok_[n + o] = streams[s].tok_seq[i];
+                if (changes) {
+                    h_tok_[2 * n + o] = changes[s].prev_tok_pos[(size_t) i];
+                    h_tok_[3 * n + o] = changes[s].prev_tok_seq[(size_t) i];
+                }
+            }
+        }
+        copy_h2d(ensure(tok_, 16 * n), h_tok_.data(), 16 * n);
+    }
+
+    cuda::mask_meta_dev meta(const kq_mask_desc & d, const mask_mirror & mm) const {
+        const size_t n = (size_t) (d.n_stream * d.n_tps);
+        const auto * t = static_cast<const int32_t *>(tok_.data());
+        return {static_cast<const int32_t *>(mm.cell_pos.data()), static_cast<const uint32_t *>(mm.cell_seq.data()), t, t + n,
+                t + 2 * n, t + 3 * n};
+    }
+
+    bool sync_;
+    cuda_device_info info_;
+    cuda_buffer q_rot_, part_, tok_, changes_buf_, freq_;
+    std::map<void *, mask_mirror> mirrors_;
+    std::vector<uint32_t> h_seq_, h_changed_, h_chseq_;
+    std::vector<int32_t> h_tok_, h_chpos_, h_nchanged_;
+};
+
+}  // namespace
+
+bool cuda_device_available(std::string * why) {
+    static std::once_flag once;
+    static bool ok = false;
+    static std::string reason;
+    std::call_once(once, [] {
+        int n = 0;
+        const cudaError_t e = cudaGetDeviceCount(&n);
+        if (e != cudaSuccess) {
+            reason = cudaGetErrorString(e);
+            cudaGetLastError();  // clear the sticky-free error so later calls start clean
+        } else if (n == 0) {
+            reason = "no CUDA device";
+        } else {
+            ok = true;
+        }
+    });
+    if (!ok && why) *why = reason;
+    return ok;
+}
+
+std::unique_ptr<attn_backend> make_cuda_backend(int device, bool synchronous) {
+    return std::make_unique<cuda_backend>(device, synchronous);
+}
+
+cuda_device_info cuda_current_device() {
+    int dev = 0;
+    cuda::check(cudaGetDevice(&dev), "cudaGetDevice");
+    cudaDeviceProp prop{};
+    cuda::check(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+    cuda_device_info i;
+    i.name = prop.name;
+    i.sm_count = prop.multiProcessorCount;
+    i.cc_major = prop.major;
+    i.cc_minor = prop.minor;
+    i.l2_bytes = (size_t) prop.l2CacheSize;
+    i.global_bytes = prop.totalGlobalMem;
+    return i;
+}
+
+}  // namespace kvsim
