@@ -30,7 +30,8 @@ struct replay_options {
     model_shape model = model_preset("llama-3-8b");
     context_params ctx;
     std::string dump_cells;             // kvoracle-format JSON lines, "" = none
-    std::string out_dir;                // reports (summary.json, occupancy.csv, ...), "" = none
+    std::string out_dir;                // reports (summary.json, occupancy.csv, report.html, ...), "" = none
+    std::string trace_json;             // Chrome trace-event / Perfetto timeline, "" = none
     std::string emit_ops;               // request traces: write the generated op trace here
     server_params server;               // request traces: llama-server behaviour
     device_profile device = device_preset("h200");   // step-time roofline

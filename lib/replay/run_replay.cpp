@@ -3,7 +3,10 @@
 #include "replay/op_replay.h"
 #include "replay/op_runner.h"
 #include "replay/replay_hooks.h"
+#include "report/cell_map_sampler.h"
+#include "report/html_report.h"
 #include "report/occupancy.h"
+#include "report/trace_events.h"
 #include "report/requests_report.h"
 #include "sched/server_sim.h"
 #include "util/atomic_file.h"
@@ -34,22 +37,27 @@ std::string first_line(const std::string & path) {
 
 // Files of one replay: opened up front (so a bad path fails before the work), committed together.
 struct outputs {
-    std::unique_ptr<atomic_file> dump, emit, occupancy, requests, summary, bandwidth;
+    std::unique_ptr<atomic_file> dump, emit, occupancy, requests, summary, bandwidth, report, timeline;
 
     outputs(const replay_options & o, bool is_request_trace, bool timed) {
         if (!o.dump_cells.empty()) dump = std::make_unique<atomic_file>(o.dump_cells);
+        if (!o.out_dir.empty()) {
+            std::error_code ec;
+            std::filesystem::create_directories(o.out_dir, ec);
+            if (ec) throw std::runtime_error("cannot create output directory " + o.out_dir + ": " + ec.message());
+        }
         if (!o.emit_ops.empty()) emit = std::make_unique<atomic_file>(o.emit_ops);
+        if (!o.trace_json.empty()) timeline = std::make_unique<atomic_file>(o.trace_json);
         if (o.out_dir.empty()) return;
-        std::error_code ec;
-        std::filesystem::create_directories(o.out_dir, ec);
-        if (ec) throw std::runtime_error("cannot create output directory " + o.out_dir + ": " + ec.message());
         occupancy = std::make_unique<atomic_file>(o.out_dir + "/occupancy.csv");
         if (is_request_trace) requests = std::make_unique<atomic_file>(o.out_dir + "/requests.csv");
         summary = std::make_unique<atomic_file>(o.out_dir + "/summary.json");
         if (timed) bandwidth = std::make_unique<atomic_file>(o.out_dir + "/bandwidth.csv");
+        report = std::make_unique<atomic_file>(o.out_dir + "/report.html");
     }
     void commit() {
-        for (auto * f : {dump.get(), emit.get(), occupancy.get(), requests.get(), summary.get(), bandwidth.get()}) {
+        for (auto * f : {dump.get(), emit.get(), occupancy.get(), requests.get(), summary.get(), bandwidth.get(), report.get(),
+                         timeline.get()}) {
             if (f) f->commit();
         }
     }
@@ -108,12 +116,34 @@ void finish_hooks(replay_hooks * hooks, outputs & out, json & summary, std::vect
 
 std::string mib(size_t b) { return fmt::format("{:.2f} MiB", (double) b / (1024.0 * 1024.0)); }
 
-// The observers of a replay, in order: occupancy first, then the kernel hooks.
+// The observers of a replay, in order: occupancy, cell map, timeline, then the kernel hooks.
 struct replay_observers {
     observer_fanout fan;
-    replay_observers(occupancy_recorder & occ, replay_hooks * hooks) {
+    cell_map_sampler cell_map;
+    std::unique_ptr<trace_event_recorder> timeline;
+
+    replay_observers(occupancy_recorder & occ, replay_hooks * hooks, const uint64_t * step, const double * now,
+                     bool want_timeline, uint64_t timeline_every)
+        : cell_map(step, now) {
         fan.add(&occ);
+        fan.add(&cell_map);
+        if (want_timeline) {
+            timeline = std::make_unique<trace_event_recorder>(now, timeline_every);
+            fan.add(timeline.get());
+        }
         if (hooks) fan.add(hooks->observer());
+    }
+
+    // report.html and the timeline, once the summary is final.
+    void write(outputs & out, const json & summary, const occupancy_recorder & occ, const std::vector<request_result> * requests,
+               replay_hooks * hooks) {
+        const std::vector<bandwidth_row> * bw = hooks ? &hooks->rows() : nullptr;
+        if (out.report) {
+            double read_gbs = 0;
+            if (summary.contains("bandwidth")) read_gbs = summary["bandwidth"]["measured_limit_gbs"].value("read", 0.0);
+            write_html_report(out.report->out(), {summary, &occ.rows(), requests, bw, &cell_map, read_gbs});
+        }
+        if (out.timeline && timeline) timeline->write_json(out.timeline->out(), bw);
     }
 };
 
@@ -145,7 +175,7 @@ void replay_op_trace(const replay_options & opt, std::ostream & term, replay_hoo
     step_time_model tm{opt.device, opt.model};
     if (hooks) hooks->begin(ctx, &step, &no_time, &tm);
     occupancy_recorder occ(opt.occupancy_every ? opt.occupancy_every : 1, &step, &no_time, nullptr);
-    replay_observers obs(occ, hooks);
+    replay_observers obs(occ, hooks, &step, nullptr, !opt.trace_json.empty(), 1);
     progress_bar bar("replay", opt.progress);
     const auto t0 = std::chrono::steady_clock::now();
     const op_replay_result r = replay_ops(t, ctx, dump.get(), &obs.fan, [&](size_t done, size_t total) {
@@ -172,6 +202,7 @@ void replay_op_trace(const replay_options & opt, std::ostream & term, replay_hoo
     rows.emplace_back("wall time", fmt::format("{:.3f} s", wall));
     if (out.occupancy) occ.write_csv(out.occupancy->out());
     if (out.summary) out.summary->out() << j.dump(2) << '\n';
+    obs.write(out, j, occ, nullptr, hooks);
     out.commit();
     if (!opt.quiet) print_terminal(term, fmt::format("kvsim replay {} (op trace, model {})", opt.trace, ctx.model().name), rows, opt);
 }
@@ -182,6 +213,11 @@ uint64_t auto_occupancy_every(const request_trace & t, const context & ctx) {
         est += (double) r.n_prompt / ctx.sizes().n_ubatch + (double) r.n_gen / std::max<uint32_t>(1, ctx.params().n_seq_max);
     }
     return std::max<uint64_t>(1, (uint64_t) (est * (double) ctx.memory().caches().size() / 20000.0));
+}
+
+// Keep a long replay's timeline loadable: about 50k decode calls recorded at most.
+uint64_t occ_every_for_timeline(const request_trace & t, const context & ctx) {
+    return auto_occupancy_every(t, ctx) * 20000 / 50000 + 1;
 }
 
 json request_totals_json(const request_trace & t, const server_totals & tt, const context & ctx) {
@@ -248,11 +284,15 @@ void replay_request_trace(const replay_options & opt, std::ostream & term, repla
     if (hooks) hooks->begin(ctx, &sim.clock().step, &sim.clock().now, &tm);
     occupancy_recorder occ(opt.occupancy_every ? opt.occupancy_every : auto_occupancy_every(t, ctx), &sim.clock().step,
                            &sim.clock().now, &sim.totals().decode_no_slot);
-    replay_observers obs(occ, hooks);
+    const uint64_t timeline_every = std::max<uint64_t>(1, occ_every_for_timeline(t, ctx));
+    replay_observers obs(occ, hooks, &sim.clock().step, &sim.clock().now, !opt.trace_json.empty(), timeline_every);
     run.set_observer(&obs.fan);
     progress_bar bar("replay", opt.progress);
     const auto t0 = std::chrono::steady_clock::now();
-    sim.run(t, [&](size_t done, size_t total) { bar.update(done, total); });
+    sim.run(t, [&](size_t done, size_t total) {
+        if (obs.timeline) obs.timeline->step_done();
+        bar.update(done, total);
+    });
     bar.finish();
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const json lat = latency_summary(sim.results());
@@ -278,6 +318,7 @@ void replay_request_trace(const replay_options & opt, std::ostream & term, repla
     if (out.occupancy) occ.write_csv(out.occupancy->out());
     if (out.requests) write_requests_csv(out.requests->out(), sim.results());
     if (out.summary) out.summary->out() << j.dump(2) << '\n';
+    obs.write(out, j, occ, &sim.results(), hooks);
     out.commit();
     if (!opt.quiet) {
         print_terminal(term, fmt::format("kvsim replay {} ({} trace, {} requests, model {})", opt.trace,
