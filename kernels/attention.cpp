@@ -1,5 +1,9 @@
 #include "attention.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -56,5 +60,17 @@ void check_kshift(const kshift_desc & d, const kv_tensor & k) {
     }
     if (d.rot.n_k && k.head_dim % d.rot.n_k != 0) throw std::invalid_argument("k_shift: rotation size does not divide head_dim");
 }
+
+std::shared_ptr<void> attn_backend::alloc(size_t bytes) {
+    void * p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    if (!p) throw std::bad_alloc();
+    return std::shared_ptr<void>(p, std::free);
+}
+
+void attn_backend::upload(void * dst, const void * host_src, size_t bytes) { std::memcpy(dst, host_src, bytes); }
+
+void attn_backend::download(void * host_dst, const void * src, size_t bytes) { std::memcpy(host_dst, src, bytes); }
+
+void attn_backend::copy(void * dst, const void * src, size_t bytes) { std::memcpy(dst, src, bytes); }
 
 }  // namespace kvsim

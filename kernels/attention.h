@@ -127,6 +127,14 @@ public:
     // RoPE, redo H_k, requantize. Throws kvsim::usage_error for the null-rotation hazard under
     // null_rot_policy::refuse, std::invalid_argument for bad sizes.
     virtual kshift_report k_shift(const kshift_desc & d, const kv_tensor & k, const int32_t * shift) = 0;
+
+    // Memory the kernels above read and write (K/V, Q, mask, output, shift): host memory for
+    // the CPU backend (these defaults), device memory for CUDA. alloc'd blocks are 64-byte
+    // aligned and freed when the last shared_ptr goes. Copies are synchronous, sizes in bytes.
+    virtual std::shared_ptr<void> alloc(size_t bytes);
+    virtual void upload(void * dst, const void * host_src, size_t bytes);
+    virtual void download(void * host_dst, const void * src, size_t bytes);
+    virtual void copy(void * dst, const void * src, size_t bytes);   // both backend memory
 };
 
 // ALiBi slope of query head h (ggml: m0^(h+1) for h < n_head_log2, else m1^(2(h-n_head_log2)+1)); 1 if max_bias == 0.

@@ -70,6 +70,21 @@ public:
 
     backend_kind kind() const override { return backend_kind::cuda; }
 
+    std::shared_ptr<void> alloc(size_t bytes) override {
+        void * p = nullptr;
+        cuda::check(cudaMalloc(&p, std::max<size_t>(bytes, 1)), "cudaMalloc");
+        return std::shared_ptr<void>(p, [](void * q) { cudaFree(q); });
+    }
+    void upload(void * dst, const void * host_src, size_t bytes) override {
+        if (bytes) cuda::check(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "upload");
+    }
+    void download(void * host_dst, const void * src, size_t bytes) override {
+        if (bytes) cuda::check(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "download");
+    }
+    void copy(void * dst, const void * src, size_t bytes) override {
+        if (bytes) cuda::check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy");
+    }
+
     void build_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, void * dst) override {
         check_kq_mask_desc(d, streams);
         mask_mirror & mm = mirrors_[dst];

@@ -26,11 +26,13 @@ double ns_since(clock_t_::time_point t0) {
 }
 
 // K/V buffers of the timed layers of one cache.
+// All in backend memory (host for the CPU backend, device for CUDA).
 struct cache_buffers {
     const kv_cache * cache = nullptr;
-    std::vector<std::vector<uint8_t>> k_mem, v_mem;
+    std::vector<std::shared_ptr<void>> mem;   // owns the K/V tensors' data
     std::vector<kv_tensor> k, v;
-    std::vector<uint16_t> mask;   // f16 [n_kv, n_tps, n_stream] of the last build
+    std::shared_ptr<void> mask;   // f16 [n_kv, n_tps, n_stream] of the last build
+    size_t mask_bytes = 0;
     std::unique_ptr<cell_shadow> shadow;
 };
 
@@ -97,6 +99,8 @@ private:
     }
     bool should_time();
     void write_placed(cache_buffers & b, const slot_info & sinfo, const ubatch & ub);
+    void write_row(const kv_tensor & t, int64_t stream, int64_t cell, uint32_t layer, kv_which which, llama_seq_id seq,
+                   llama_pos pos, int rot_n);
     void copy_streams(cache_buffers & b);
     void k_shift(cache_buffers & b, const std::vector<int32_t> & shift);
     void time_step(cache_buffers & b, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv);
@@ -119,6 +123,7 @@ private:
     double pending_shift_ns_ = 0;
     uint64_t pending_shift_bytes_ = 0;
     verify_stats verify_;
+    std::vector<uint8_t> row_staging_;
 };
 
 cache_buffers kernel_hooks::alloc(const kv_cache & c) {
@@ -127,6 +132,7 @@ cache_buffers kernel_hooks::alloc(const kv_cache & c) {
     const auto & m = ctx_->model();
     const auto & p = ctx_->params();
     const uint32_t layers = std::max<uint32_t>(1, o_.time_layers);
+    std::vector<uint8_t> host;
     for (uint32_t l = 0; l < layers; ++l) {
         for (int which = 0; which < 2; ++which) {
             kv_tensor t;
@@ -135,16 +141,19 @@ cache_buffers kernel_hooks::alloc(const kv_cache & c) {
             t.n_head_kv = m.n_head_kv;
             t.kv_size = c.get_size();
             t.n_stream = c.get_n_stream();
-            auto & mem = which == 0 ? b.k_mem : b.v_mem;
-            mem.emplace_back(t.total_bytes());
-            t.data = mem.back().data();
             // deterministic content everywhere, so timing reads real values (never NaN)
+            host.resize(t.total_bytes());
+            kv_tensor staging = t;
+            staging.data = host.data();
             const int rot_n = which == 0 ? rot_.n_k : rot_.n_v;
             for (int64_t s = 0; s < t.n_stream; ++s) {
                 for (int64_t cell = 0; cell < t.kv_size; ++cell) {
-                    write_kv_cell(t, s, cell, l, which == 0 ? kv_which::k : kv_which::v, 0, (llama_pos) cell, rot_n);
+                    write_kv_cell(staging, s, cell, l, which == 0 ? kv_which::k : kv_which::v, 0, (llama_pos) cell, rot_n);
                 }
             }
+            b.mem.push_back(be_->alloc(t.total_bytes()));
+            t.data = b.mem.back().get();
+            be_->upload(t.data, host.data(), t.total_bytes());
             (which == 0 ? b.k : b.v).push_back(t);
         }
     }
@@ -166,6 +175,18 @@ bool kernel_hooks::should_time() {
     return true;
 }
 
+// One cell's row written through host staging (the tensor may live on the device).
+void kernel_hooks::write_row(const kv_tensor & t, int64_t stream, int64_t cell, uint32_t layer, kv_which which,
+                             llama_seq_id seq, llama_pos pos, int rot_n) {
+    kv_tensor one = t;
+    row_staging_.resize(t.row_bytes());
+    one.data = row_staging_.data();
+    one.kv_size = 1;
+    one.n_stream = 1;
+    write_kv_cell(one, 0, 0, layer, which, seq, pos, rot_n);
+    be_->upload(t.row(stream, cell), row_staging_.data(), t.row_bytes());
+}
+
 void kernel_hooks::write_placed(cache_buffers & b, const slot_info & sinfo, const ubatch & ub) {
     const uint32_t per = sinfo.size();
     for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
@@ -174,8 +195,8 @@ void kernel_hooks::write_placed(cache_buffers & b, const slot_info & sinfo, cons
             const uint32_t cell = sinfo.idxs[s][ii];
             const llama_seq_id seq = ub.seq_id[i][0];
             for (size_t l = 0; l < b.k.size(); ++l) {
-                write_kv_cell(b.k[l], sinfo.strm[s], cell, (uint32_t) l, kv_which::k, seq, ub.pos[i], rot_.n_k);
-                write_kv_cell(b.v[l], sinfo.strm[s], cell, (uint32_t) l, kv_which::v, seq, ub.pos[i], rot_.n_v);
+                write_row(b.k[l], sinfo.strm[s], cell, (uint32_t) l, kv_which::k, seq, ub.pos[i], rot_.n_k);
+                write_row(b.v[l], sinfo.strm[s], cell, (uint32_t) l, kv_which::v, seq, ub.pos[i], rot_.n_v);
             }
             b.shadow->place(sinfo.strm[s], cell, seq, ub.pos[i]);
         }
@@ -186,7 +207,7 @@ void kernel_hooks::write_placed(cache_buffers & b, const slot_info & sinfo, cons
 void kernel_hooks::copy_streams(cache_buffers & b) {
     for (const auto & [src, dst] : b.cache->pending_copies()) {
         for (auto * ts : {&b.k, &b.v}) {
-            for (const kv_tensor & t : *ts) std::copy_n((const uint8_t *) t.row(src, 0), t.stream_bytes(), (uint8_t *) t.row(dst, 0));
+            for (const kv_tensor & t : *ts) be_->copy(t.row(dst, 0), t.row(src, 0), t.stream_bytes());
         }
     }
     if (o_.verify) b.shadow->apply_copies(b.cache->pending_copies());
@@ -212,9 +233,11 @@ void kernel_hooks::k_shift(cache_buffers & b, const std::vector<int32_t> & shift
     d.rope = rope_;
     d.rot = rot_;
     d.on_null_rot = null_rot_policy::plain;
+    auto dev_shift = be_->alloc(shift.size() * sizeof(int32_t));
+    be_->upload(dev_shift.get(), shift.data(), shift.size() * sizeof(int32_t));
     const auto t0 = clock_t_::now();
     for (const auto & k : b.k) {
-        const kshift_report r = be_->k_shift(d, k, shift.data());
+        const kshift_report r = be_->k_shift(d, k, (const int32_t *) dev_shift.get());
         shift_hazards_ += r.null_rotation_hazard ? 1 : 0;
     }
     const double ns = ns_since(t0);
@@ -256,22 +279,30 @@ void kernel_hooks::time_step(cache_buffers & b, const slot_info & sinfo, const u
         const kv_cells & cells = c.cells(sinfo.strm[s]);
         streams[s] = {cells.pos().data(), cells.seq().data(), ub.pos.data() + s * d.n_tps, tok_seq.data() + s * d.n_tps};
     }
-    b.mask.resize((size_t) n_kv * d.n_tps * d.n_stream);
+    const size_t mask_bytes = (size_t) n_kv * d.n_tps * d.n_stream * sizeof(uint16_t);
+    if (mask_bytes > b.mask_bytes) {
+        b.mask = be_->alloc(mask_bytes);
+        b.mask_bytes = mask_bytes;
+    }
     auto t0 = clock_t_::now();
-    be_->build_kq_mask(md, streams.data(), b.mask.data());
+    be_->build_kq_mask(md, streams.data(), b.mask.get());
     const double mask_ns = ns_since(t0);
 
     std::vector<float> q((size_t) d.head_dim_k * d.n_head * d.n_tps * d.n_stream);
     for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * (float) (i + 1));
     std::vector<float> out((size_t) d.head_dim_v * d.n_head * d.n_tps * d.n_stream);
+    auto dev_q = be_->alloc(q.size() * sizeof(float));
+    auto dev_out = be_->alloc(out.size() * sizeof(float));
+    be_->upload(dev_q.get(), q.data(), q.size() * sizeof(float));
     const fa_plan plan = be_->plan_flash_attn(d);
     double attn_ns = 0;
     for (size_t l = 0; l < b.k.size(); ++l) {
-        fa_args a{q.data(), b.k[l], b.v[l], sinfo.strm[0], b.mask.data(), ggml_type::f16, out.data()};
+        fa_args a{(const float *) dev_q.get(), b.k[l], b.v[l], sinfo.strm[0], b.mask.get(), ggml_type::f16, (float *) dev_out.get()};
         t0 = clock_t_::now();
         be_->flash_attn(d, plan, a);
         attn_ns += ns_since(t0);
     }
+    be_->download(out.data(), dev_out.get(), out.size() * sizeof(float));
     attn_ns /= (double) b.k.size();
     spent_ns_ += mask_ns + attn_ns * (double) b.k.size();
 
