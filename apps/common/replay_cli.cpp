@@ -3,6 +3,7 @@
 #include "replay/run_replay.h"
 #include "timing/kernel_hooks.h"
 #include "util/errors.h"
+#include "util/interrupt.h"
 #ifdef KVSIM_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
@@ -184,7 +185,12 @@ int replay_cli::run(std::ostream & term) {
     const replay_options o = finish();
     check_memory(o);
     auto hooks = make_hooks(o.kernels);
+    install_interrupt_handler();
     run_replay(o, term, hooks.get());
+    if (interrupted()) {
+        std::cerr << "kvsim: interrupted; the outputs hold what finished\n";
+        return 128 + interrupt_signal();
+    }
     if (hooks && hooks->verify_failures() > 0) {
         std::cerr << "kvsim: --verify found " << hooks->verify_failures() << " mismatches (see summary.json: bandwidth.verify)\n";
         return EXIT_FAILURE_INTERNAL;

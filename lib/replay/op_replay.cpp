@@ -2,6 +2,7 @@
 
 #include "replay/op_runner.h"
 #include "util/errors.h"
+#include "util/interrupt.h"
 
 #include <fmt/format.h>
 #include <map>
@@ -70,6 +71,10 @@ op_replay_result replay_ops(const op_trace & t, context & ctx, cell_dumper * dum
     op_runner run(ctx, dump, nullptr, obs);
     for (size_t gi = 0; gi < t.groups.size(); ++gi) {
         const op_group & g = t.groups[gi];
+        if (interrupted()) {
+            res.interrupted_at_line = g.line;
+            break;
+        }
         try {
             run_group(t, g, run, res);
         } catch (const std::out_of_range & e) {

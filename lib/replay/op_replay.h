@@ -19,6 +19,7 @@ struct op_replay_result {
     uint64_t n_seq_ops = 0;         // rm/cp/keep/add/div/clear
     uint64_t n_tokens_placed = 0;   // tokens of successful decodes
     uint64_t n_ubatches = 0;
+    long interrupted_at_line = 0;   // Ctrl-C: the first op not replayed (0 = ran to the end)
 };
 
 // Build the llama_decode batch of a decode group as kvoracle's do_batch does: a row starts at
@@ -28,7 +29,8 @@ llama_batch_in make_decode_batch(const op_group & g, const kv_memory & mem, uint
 
 // Replay every group in order. `dump` (optional) receives kvoracle-format events; `obs`
 // (optional) sees updates and ubatch placements; `progress` (optional) is called after each
-// group with (groups done, groups total).
+// group with (groups done, groups total). Stops before the next op once interrupted()
+// (lib/util/interrupt.h) is set, recording where.
 // Errors: input_error(trace path, line, value, why) for a decode group over n_batch, a seq id
 // the cache cannot hold in a sequence op, or a partial cross-stream seq_cp (llama.cpp aborts
 // on all three).

@@ -190,6 +190,7 @@ void replay_op_trace(const replay_options & opt, std::ostream & term, replay_hoo
                           {"tokens_placed", r.n_tokens_placed}}},
               {"peaks", peaks_json(occ)},
               {"wall_seconds", wall}};
+    if (r.interrupted_at_line) j["interrupted"] = {{"at_line", r.interrupted_at_line}};
     std::vector<std::pair<std::string, std::string>> rows = {
         {"context", context_line(ctx)},
         {"decodes", fmt::format("{} (ok {}, no slot {}, invalid {})", r.n_decode, r.n_decode_ok, r.n_no_slot, r.n_invalid)},
@@ -199,6 +200,7 @@ void replay_op_trace(const replay_options & opt, std::ostream & term, replay_hoo
         {"peak used cells / n_kv", fmt::format("{} / {}", occ.peaks().used, occ.peaks().n_kv)},
     };
     finish_hooks(hooks, out, j, rows);
+    if (r.interrupted_at_line) rows.emplace_back("INTERRUPTED", fmt::format("stopped before line {} of {}", r.interrupted_at_line, opt.trace));
     rows.emplace_back("wall time", fmt::format("{:.3f} s", wall));
     if (out.occupancy) occ.write_csv(out.occupancy->out());
     if (out.summary) out.summary->out() << j.dump(2) << '\n';
@@ -311,8 +313,13 @@ void replay_request_trace(const replay_options & opt, std::ostream & term, repla
               {"peaks", peaks_json(occ)},
               {"wall_seconds", wall},
               {"bookkeeping_tokens_per_second", wall > 0 ? (double) (tt.prompt_tokens_decoded + tt.gen_tokens_decoded) / wall : 0}};
+    if (tt.interrupted) j["interrupted"] = {{"at_step", tt.steps}, {"sim_seconds", tt.sim_seconds}};
     auto rows = request_terminal_rows(opt, ctx, totals, lat, occ);
     finish_hooks(hooks, out, j, rows);
+    if (tt.interrupted) {
+        rows.emplace_back("INTERRUPTED", fmt::format("stopped after step {} (simulated {:.2f} s); unfinished requests are 'pending'",
+                                                     tt.steps, tt.sim_seconds));
+    }
     rows.emplace_back("wall time", fmt::format("{:.2f} s", wall));
     if (out.emit) write_op_trace(out.emit->out(), emitted);
     if (out.occupancy) occ.write_csv(out.occupancy->out());

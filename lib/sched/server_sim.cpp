@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "util/interrupt.h"
+
 namespace kvsim {
 
 const char * request_outcome_name(request_outcome o) {
@@ -348,6 +350,10 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
     size_t next_arrival = 0;
     std::vector<batch_tok> batch;
     while (true) {
+        if (interrupted()) {
+            totals_.interrupted = true;
+            break;
+        }
         admit(t, next_arrival, queue);
         batch.clear();
         build_batch(batch, t);

@@ -62,6 +62,7 @@ struct server_totals {
     uint64_t prompt_tokens_decoded = 0;
     uint64_t gen_tokens_decoded = 0;
     double sim_seconds = 0;
+    bool interrupted = false;        // Ctrl-C: stopped between steps; unfinished requests stay pending
 };
 
 // Time and step bookkeeping the scheduler exposes to observers (occupancy rows).
@@ -77,7 +78,8 @@ public:
     server_sim(op_runner & run, const server_params & p, const step_time_model & tm);
     ~server_sim();
 
-    // Replays all requests to completion. progress(done, total) after each step (optional).
+    // Replays all requests to completion, or until interrupted() (lib/util/interrupt.h) is set
+    // between two steps. progress(done, total) after each step (optional).
     void run(const request_trace & t, const std::function<void(size_t, size_t)> & progress = {});
 
     const std::vector<request_result> & results() const { return results_; }
