@@ -93,6 +93,8 @@ bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uin
         }
     }
     seq_set_.reserve(batch.n_tokens());
+    std::vector<int32_t> * last_list = nullptr;
+    seq_set last_set;
     for (uint32_t i = 0; i < batch.n_tokens(); ++i) {
         const auto ids = batch.seq_id[i];
         seq_set cur;
@@ -117,7 +119,12 @@ bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uin
             cur.set(s1);
         }
         seq_set_.push_back(cur);
-        seq_set_map_[cur].push_back((int32_t) i);
+        // consecutive tokens nearly always share their sequence set: skip the 256-bit hash then
+        if (!last_list || cur != last_set) {
+            last_list = &seq_set_map_[cur];
+            last_set = cur;
+        }
+        last_list->push_back((int32_t) i);
     }
     if (!validate_positions(mem, err) || (has_cpl_ && !check_coupled(mem, err)) || !check_sets_and_order(err)) {
         return false;

@@ -68,6 +68,8 @@ public:
     }
     // An op went through the replay's op door (replay/op_runner.h), after it ran: a llama_decode
     // call (rc = its decode_rc; its on_update/on_apply calls came before) or a sequence op (rc = 0).
+    // Whether on_op is wanted: building the op record of every decode costs time on long replays.
+    virtual bool wants_ops() const { return false; }
     virtual void on_op(const op_group & g, int rc) { (void) g; (void) rc; }
 };
 

@@ -69,7 +69,7 @@ op_group decode_group_of(const llama_batch_in & b, const std::string & label, lo
 
 void op_runner::after_op(const op_group & g, bool is_decode, int rc) {
     if (dump_) dump_->state(g.line, op_text(g), ctx_, is_decode, rc);
-    if (obs_) obs_->on_op(g, rc);
+    if (obs_ && obs_->wants_ops()) obs_->on_op(g, rc);
     if (record_) record_->groups.push_back(g);
 }
 
@@ -77,7 +77,7 @@ int op_runner::decode(const llama_batch_in & batch, long line) {
     line_ = line;
     forwarder fw(*this);
     const int rc = ctx_.decode(batch, &fw);
-    if (dump_ || record_ || obs_) {
+    if (dump_ || record_ || (obs_ && obs_->wants_ops())) {
         after_op(decode_group_of(batch, fmt::format("d{}", n_decode_), line), true, rc);
     }
     ++n_decode_;
@@ -103,33 +103,33 @@ op_group op_runner::seq_op_group(op_kind k, llama_seq_id s, llama_pos p0, llama_
 
 bool op_runner::seq_rm(llama_seq_id s, llama_pos p0, llama_pos p1, long line) {
     const bool ok = ctx_.memory().seq_rm(s, p0, p1);
-    if (dump_ || record_ || obs_) after_op(seq_op_group(op_kind::rm, s, p0, p1, 0, -1, line), false, 0);
+    if (dump_ || record_ || (obs_ && obs_->wants_ops())) after_op(seq_op_group(op_kind::rm, s, p0, p1, 0, -1, line), false, 0);
     return ok;
 }
 
 void op_runner::seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1, long line) {
     ctx_.memory().seq_cp(src, dst, p0, p1);
-    if (dump_ || record_ || obs_) after_op(seq_op_group(op_kind::cp, src, p0, p1, 0, dst, line), false, 0);
+    if (dump_ || record_ || (obs_ && obs_->wants_ops())) after_op(seq_op_group(op_kind::cp, src, p0, p1, 0, dst, line), false, 0);
 }
 
 void op_runner::seq_keep(llama_seq_id s, long line) {
     ctx_.memory().seq_keep(s);
-    if (dump_ || record_ || obs_) after_op(seq_op_group(op_kind::keep, s, -1, -1, 0, -1, line), false, 0);
+    if (dump_ || record_ || (obs_ && obs_->wants_ops())) after_op(seq_op_group(op_kind::keep, s, -1, -1, 0, -1, line), false, 0);
 }
 
 void op_runner::seq_add(llama_seq_id s, llama_pos p0, llama_pos p1, llama_pos delta, long line) {
     ctx_.memory().seq_add(s, p0, p1, delta);
-    if (dump_ || record_ || obs_) after_op(seq_op_group(op_kind::add, s, p0, p1, delta, -1, line), false, 0);
+    if (dump_ || record_ || (obs_ && obs_->wants_ops())) after_op(seq_op_group(op_kind::add, s, p0, p1, delta, -1, line), false, 0);
 }
 
 void op_runner::seq_div(llama_seq_id s, llama_pos p0, llama_pos p1, int d, long line) {
     ctx_.memory().seq_div(s, p0, p1, d);
-    if (dump_ || record_ || obs_) after_op(seq_op_group(op_kind::div, s, p0, p1, d, -1, line), false, 0);
+    if (dump_ || record_ || (obs_ && obs_->wants_ops())) after_op(seq_op_group(op_kind::div, s, p0, p1, d, -1, line), false, 0);
 }
 
 void op_runner::clear(long line) {
     ctx_.memory().clear();
-    if (dump_ || record_ || obs_) after_op(seq_op_group(op_kind::clear, -1, -1, -1, 0, -1, line), false, 0);
+    if (dump_ || record_ || (obs_ && obs_->wants_ops())) after_op(seq_op_group(op_kind::clear, -1, -1, -1, 0, -1, line), false, 0);
 }
 
 }  // namespace kvsim

@@ -43,7 +43,15 @@ public:
         for (auto * o : obs_) o->on_apply(c, sinfo, ub, n_kv);
     }
     void on_op(const op_group & g, int rc) override {
-        for (auto * o : obs_) o->on_op(g, rc);
+        for (auto * o : obs_) {
+            if (o->wants_ops()) o->on_op(g, rc);
+        }
+    }
+    bool wants_ops() const override {
+        for (auto * o : obs_) {
+            if (o->wants_ops()) return true;
+        }
+        return false;
     }
 
 private:

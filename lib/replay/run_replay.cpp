@@ -123,10 +123,10 @@ struct replay_observers {
     std::unique_ptr<trace_event_recorder> timeline;
 
     replay_observers(occupancy_recorder & occ, replay_hooks * hooks, const uint64_t * step, const double * now,
-                     bool want_timeline, uint64_t timeline_every)
+                     bool want_report, bool want_timeline, uint64_t timeline_every)
         : cell_map(step, now) {
         fan.add(&occ);
-        fan.add(&cell_map);
+        if (want_report) fan.add(&cell_map);
         if (want_timeline) {
             timeline = std::make_unique<trace_event_recorder>(now, timeline_every);
             fan.add(timeline.get());
@@ -175,7 +175,7 @@ void replay_op_trace(const replay_options & opt, std::ostream & term, replay_hoo
     step_time_model tm{opt.device, opt.model};
     if (hooks) hooks->begin(ctx, &step, &no_time, &tm);
     occupancy_recorder occ(opt.occupancy_every ? opt.occupancy_every : 1, &step, &no_time, nullptr);
-    replay_observers obs(occ, hooks, &step, nullptr, !opt.trace_json.empty(), 1);
+    replay_observers obs(occ, hooks, &step, nullptr, !opt.out_dir.empty(), !opt.trace_json.empty(), 1);
     progress_bar bar("replay", opt.progress);
     const auto t0 = std::chrono::steady_clock::now();
     const op_replay_result r = replay_ops(t, ctx, dump.get(), &obs.fan, [&](size_t done, size_t total) {
@@ -287,7 +287,8 @@ void replay_request_trace(const replay_options & opt, std::ostream & term, repla
     occupancy_recorder occ(opt.occupancy_every ? opt.occupancy_every : auto_occupancy_every(t, ctx), &sim.clock().step,
                            &sim.clock().now, &sim.totals().decode_no_slot);
     const uint64_t timeline_every = std::max<uint64_t>(1, occ_every_for_timeline(t, ctx));
-    replay_observers obs(occ, hooks, &sim.clock().step, &sim.clock().now, !opt.trace_json.empty(), timeline_every);
+    replay_observers obs(occ, hooks, &sim.clock().step, &sim.clock().now, !opt.out_dir.empty(), !opt.trace_json.empty(),
+                         timeline_every);
     run.set_observer(&obs.fan);
     progress_bar bar("replay", opt.progress);
     const auto t0 = std::chrono::steady_clock::now();

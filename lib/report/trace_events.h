@@ -43,6 +43,7 @@ public:
 
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override;
     void on_op(const op_group & g, int rc) override;
+    bool wants_ops() const override { return true; }
     // The scheduler finished a step and advanced its clock: ends the open llama_decode call at
     // *now_s. Without it a call ends at the next op (which overstates it across idle gaps).
     void step_done();

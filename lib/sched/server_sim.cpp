@@ -62,6 +62,7 @@ public:
     void on_op(const op_group & g, int rc) override {
         if (next_) next_->on_op(g, rc);
     }
+    bool wants_ops() const override { return next_ && next_->wants_ops(); }
 
 private:
     std::vector<std::vector<ubatch_work>> & work_;

@@ -6,9 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string_view>
+#include <type_traits>
 
 namespace kvsim {
 
@@ -45,10 +47,23 @@ public:
         } else if (t < prev_) { throw input_error(file, line, text, "timestamp earlier than the previous request's (trace must be sorted by arrival)");
         }
         prev_ = t;
-        return (double) (t - first_) / units_per_s_;
+        const double rel = span(t) / units_per_s_;
+        if (!std::isfinite(rel)) throw input_error(file, line, text, "timestamp too far after the first request's (the span overflows)");
+        return rel;
     }
 
 private:
+    // t - first_ without overflow: t >= first_, so the span of two int64 times is exact in
+    // uint64 (times 292+ years apart overflowed int64); a double span may still be infinite.
+    double span(T t) const {
+        if constexpr (std::is_integral_v<T>) {
+            using U = std::make_unsigned_t<T>;
+            return (double) ((U) t - (U) first_);
+        } else {
+            return t - first_;
+        }
+    }
+
     double units_per_s_;
     bool started_ = false;
     T first_{};
@@ -230,7 +245,11 @@ std::optional<int64_t> parse_azure_timestamp_ns(const std::string & text) {
     if (p != text.size()) return std::nullopt;
     if (*mo < 1 || *mo > 12 || *d < 1 || *d > days_in_month(*y, (unsigned) *mo) || *h > 23 || *mi > 59 || *s > 59) return std::nullopt;
     const int64_t days = days_from_civil(*y, (unsigned) *mo, (unsigned) *d);
-    return ((days * 24 + *h) * 60 + *mi) * 60 * 1'000'000'000LL + *s * 1'000'000'000LL + frac_ns;
+    const int64_t secs = ((days * 24 + *h) * 60 + *mi) * 60 + *s;   // |secs| < 2^39 for 4-digit years
+    // Years outside 1677..2262 overflow int64 nanoseconds: reject them, keep the bounds exact.
+    const __int128 ns = (__int128) secs * 1'000'000'000 + frac_ns;
+    if (ns < std::numeric_limits<int64_t>::min() || ns > std::numeric_limits<int64_t>::max()) return std::nullopt;
+    return (int64_t) ns;
 }
 
 std::optional<request_format> detect_request_format(const std::string & first_line) {

@@ -33,7 +33,8 @@ struct request_trace {
 // A UTF-8 BOM and CRLF line ends are stripped, blank lines skipped.
 // Errors: input_error(path, line, value, why) for an undetectable format, a missing/extra
 // column, a non-number, a negative or int32-overflowing token count, n_prompt == 0, a bad
-// timestamp, an arrival earlier than the previous row's, a bad JSON line or missing/mistyped
+// timestamp, an arrival earlier than the previous row's or too far after the first one to be a
+// finite number of seconds, a bad JSON line or missing/mistyped
 // JSON key, an empty file or a header without rows; input_error(path, 0, ...) when the file
 // cannot be opened.
 // Sources: Azure/AzurePublicDataset AzureLLMInferenceDataset2023.md (Splitwise, ISCA'24);
@@ -50,8 +51,9 @@ const char * request_format_name(request_format f);
 
 // Nanoseconds since 1970-01-01 00:00:00 (UTC, proleptic Gregorian, no leap seconds) of an Azure
 // trace timestamp "YYYY-MM-DD HH:MM:SS[.fffffff]" (1-9 fractional digits), or nullopt when the
-// text is not such a timestamp or names an invalid date/time. Exact: no floating point, no
-// time zones (the trace has none).
+// text is not such a timestamp, names an invalid date/time, or lies outside the int64 range
+// (1677-09-21 00:12:43.145224192 .. 2262-04-11 23:47:16.854775807). Exact: no floating
+// point, no time zones (the trace has none).
 std::optional<int64_t> parse_azure_timestamp_ns(const std::string & text);
 
 // Days from 1970-01-01 to the proleptic Gregorian date y-m-d (negative before 1970).
