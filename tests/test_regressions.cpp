@@ -79,3 +79,21 @@ TEST_CASE("regression: a timestamp span that overflows a double is an input erro
         "{\"timestamp\": 1.7e308, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": []}\n");
     CHECK(m.line() == 2);
 }
+
+TEST_CASE("a NUL byte inside a trace line is refused with its line, not silently cut") {
+    const std::string path = (std::filesystem::temp_directory_path() / "kvsim_nul.csv").string();
+    {
+        std::ofstream f(path, std::ios::binary);
+        f << "batch,op,seq,n_tokens,p0,p1,delta,seq_dst\n1,decode,0,8,,,,\n1,decode,0,8,,,,";
+        f.put('\0');
+        f << "junk\n";
+    }
+    try {
+        (void) read_op_trace(path);
+        FAIL("no error for a NUL byte");
+    } catch (const input_error & e) {
+        CHECK(e.line() == 3);
+        CHECK(std::string(e.what()).find("NUL") != std::string::npos);
+    }
+    std::filesystem::remove(path);
+}

@@ -1,16 +1,15 @@
 #include "trace/text_lines.h"
 
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
 #include "util/errors.h"
 
 // fccp copies file names with strncpy into fixed buffers; GCC flags the (intended) truncation.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-truncation"
-// csv.h copies file names with strncpy into a fixed buffer (by design, truncating); GCC 12 warns
-// about it once inlined into our code
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-truncation"
 #include <libfccp/csv.h>
-#pragma GCC diagnostic pop
 #pragma GCC diagnostic pop
 
 #include <charconv>
@@ -32,7 +31,25 @@ template <typename F> auto map_fccp_errors(const std::string & name, long line, 
 
 }  // namespace
 
+// fccp hands lines back as C strings, so a NUL byte would silently cut a line short: refuse
+// such a file up front, naming the line (a binary file given as a trace, usually).
+static void check_no_nul(const std::string & path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return;   // the reader reports the open failure
+    std::vector<char> buf(1 << 20);
+    long line = 1;
+    while (in) {
+        in.read(buf.data(), (std::streamsize) buf.size());
+        const std::streamsize n = in.gcount();
+        const char * nul = static_cast<const char *>(std::memchr(buf.data(), '\0', (size_t) n));
+        const char * end = nul ? nul : buf.data() + n;
+        line += std::count(static_cast<const char *>(buf.data()), end, '\n');
+        if (nul) throw input_error(path, line, "\\0", "NUL byte in a text trace (binary file?)");
+    }
+}
+
 text_lines::text_lines(const std::string & path) : name_(path) {
+    check_no_nul(path);
     reader_ = map_fccp_errors(name_, 0, [&] { return std::make_unique<io::LineReader>(path); });
 }
 
