@@ -68,7 +68,9 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--backend", o.kernels.backend, "Attention kernels: auto (cuda if built and a GPU is present, else cpu), cpu, cuda, none")
         ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
         ->capture_default_str();
-    cmd.add_option("--threads", o.kernels.threads, "Kernel threads (0 = all cores)")->capture_default_str();
+    cmd.add_option("--threads", o.kernels.threads, "Kernel threads (0 = all cores)")
+        ->check(CLI::Range(0, 1024))
+        ->capture_default_str();
     cmd.add_option("--time-layers", o.kernels.time_layers, "Layers with real K/V buffers and timings; the rest scale by layer count")
         ->capture_default_str();
     cmd.add_option("--time-every", o.kernels.time_every, "Time one ubatch in N (0 = auto: every ubatch at first, sparser as the replay goes on)")

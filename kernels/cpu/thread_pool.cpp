@@ -1,19 +1,32 @@
 #include "cpu/thread_pool.h"
 
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
 namespace kvsim {
 
 thread_pool::thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
-    for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
+    try {
+        for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
+    } catch (const std::system_error & e) {
+        // the system refused a thread (limits reached): stop the ones started, then report
+        stop_workers();
+        throw std::runtime_error(std::string("cannot start ") + std::to_string(n_threads_) + " kernel threads: " + e.what());
+    }
 }
 
-thread_pool::~thread_pool() {
+void thread_pool::stop_workers() {
     {
         std::lock_guard<std::mutex> lk(mu_);
         stop_ = true;
     }
     cv_start_.notify_all();
     for (auto & w : workers_) w.join();
+    workers_.clear();
 }
+
+thread_pool::~thread_pool() { stop_workers(); }
 
 void thread_pool::drain(int thread) {
     for (;;) {

@@ -27,6 +27,7 @@ public:
     void parallel_for(int64_t n_tasks, const std::function<void(int64_t, int)> & fn);
 
 private:
+    void stop_workers();
     void worker(int thread);
     void drain(int thread);
 
