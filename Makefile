@@ -38,7 +38,8 @@ test: build
 # on sampled steps. Outputs (summary.json, occupancy.csv, requests.csv, bandwidth.csv,
 # report.html) land in kvsim-out/.
 REPLAY_FLAGS ?= --model llama-3-8b -c 65536 -np 8 -kvu
-replay: build
+replay: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target kvsim
 	./$(BUILD)/kvsim replay traces/azure/AzureLLMInferenceTrace_conv_2023.csv $(REPLAY_FLAGS) --out kvsim-out
 
 # A short replay under Nsight Systems (NVTX ranges in the kvsim domain; docs/profiling.md).

@@ -54,7 +54,8 @@ struct sweep_cli {
         nk->needs(hd);
         app.add_option("--backend", backend, "cpu or cuda")->capture_default_str();
         app.add_option("--threads,-t", threads, "threads of the kernels, baselines and bandwidth probe")
-            ->capture_default_str();
+            ->capture_default_str()
+            ->check(CLI::Range(1, 1024));
         app.add_option("--repeats,-r", repeats, "timed calls per kernel and point")->capture_default_str();
         app.add_option("--out,-o", out, "output directory (kvbench.csv/json/svg)")->capture_default_str();
         app.add_option("--format", format, "stdout format")->check(CLI::IsMember({"table", "csv", "json"}))

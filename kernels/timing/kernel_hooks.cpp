@@ -314,7 +314,18 @@ void kernel_hooks::time_step(cache_buffers & b, const slot_info & sinfo, const u
     r.tokens = ub.n_tokens;
     r.n_stream = (uint32_t) d.n_stream;
     r.layers_timed = (uint32_t) b.k.size();
-    r.kv_bytes = fa_kv_bytes(n_kv, d.n_stream, d.n_head_kv, b.k[0].type, d.head_dim_k, b.v[0].type, d.head_dim_v);
+    // bytes of the cells the ubatch's sequences hold: the kernel skips tiles masked for every
+    // token, so other sequences' cells in a shared stream are not read
+    uint64_t owned = 0;
+    for (int64_t st = 0; st < d.n_stream; ++st) {
+        seq_set mine;
+        for (int64_t ii = 0; ii < d.n_tps; ++ii) {
+            for (llama_seq_id q : ub.seq_id[(size_t) (st * d.n_tps + ii)]) mine.set(q);
+        }
+        const kv_cells & cells = c.cells(sinfo.strm[st]);
+        for (uint32_t j = 0; j < n_kv; ++j) owned += (cells.seq_get_all(j) & mine).any();
+    }
+    r.kv_bytes = owned * fa_kv_bytes(1, 1, d.n_head_kv, b.k[0].type, d.head_dim_k, b.v[0].type, d.head_dim_v);
     r.mask_bytes = kq_mask_bytes(n_kv, d.n_tps, d.n_stream, ggml_type::f16);
     r.shift_bytes = pending_shift_bytes_;
     r.mask_ns = mask_ns;

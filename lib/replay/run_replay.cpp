@@ -197,7 +197,7 @@ void replay_op_trace(const replay_options & opt, std::ostream & term, replay_hoo
         {"sequence ops", std::to_string(r.n_seq_ops)},
         {"ubatches", std::to_string(r.n_ubatches)},
         {"tokens placed", std::to_string(r.n_tokens_placed)},
-        {"peak used cells / n_kv", fmt::format("{} / {}", occ.peaks().used, occ.peaks().n_kv)},
+        {"peak used cells / n_kv", fmt::format("{} (all streams) / {} (per stream)", occ.peaks().used, occ.peaks().n_kv)},
     };
     finish_hooks(hooks, out, j, rows);
     if (r.interrupted_at_line) rows.emplace_back("INTERRUPTED", fmt::format("stopped before line {} of {}", r.interrupted_at_line, opt.trace));
@@ -258,7 +258,7 @@ std::vector<std::pair<std::string, std::string>> request_terminal_rows(const rep
         {"context shifts", std::to_string(totals["context_shifts"].get<uint64_t>())},
         {"prefix reuse", fmt::format("{} hits ({} via seq_cp), {} tokens", totals["prefix_reuse_hits"].get<uint64_t>(),
                                      totals["prefix_shared_hits"].get<uint64_t>(), totals["prefix_tokens_reused"].get<uint64_t>())},
-        {"peak used cells / n_kv", fmt::format("{} / {}", occ.peaks().used, occ.peaks().n_kv)},
+        {"peak used cells / n_kv", fmt::format("{} (all streams) / {} (per stream)", occ.peaks().used, occ.peaks().n_kv)},
         {"SWA-reused cells", std::to_string(totals["swa_reused_cells"].get<uint64_t>())},
         {"simulated time", fmt::format("{:.2f} s ({})", totals["sim_seconds"].get<double>(), opt.device.name)},
         {"TTFT p50 / p99", ttft.value("n", 0) ? fmt::format("{:.3f} / {:.3f} s", ttft["p50"].get<double>(), ttft["p99"].get<double>())

@@ -14,7 +14,8 @@ struct bandwidth_row {
     uint32_t tokens = 0;        // query tokens in the ubatch
     uint32_t n_stream = 1;
     uint32_t layers_timed = 0;  // layers with real buffers; times below are per timed layer
-    uint64_t kv_bytes = 0;      // K+V bytes read by one layer's attention
+    uint64_t kv_bytes = 0;      // K+V bytes of the cells below n_kv held by the ubatch's sequences (one layer):
+                                // what attention must read (tiles masked for every token are skipped)
     uint64_t mask_bytes = 0;    // KQ mask bytes written
     uint64_t shift_bytes = 0;   // K bytes read+written by a K-shift before this step (0 if none)
     double mask_ns = 0;         // mask build (full or incremental), one layer's mask (shared by layers)
