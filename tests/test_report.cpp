@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 #include <fstream>
-#include <regex>
+#include <cctype>
 #include <sstream>
 
 using namespace kvsim;
@@ -46,12 +46,31 @@ private:
     std::vector<decode_observer *> obs_;
 };
 
+bool name_start(char c) { return std::isalpha((unsigned char) c) || c == '_' || c == ':'; }
+bool name_char(char c) { return name_start(c) || std::isdigit((unsigned char) c) || c == '-' || c == '.'; }
+
+// Attributes of a tag: ( spaces name="value" )* spaces, value without '"' or '<'. A hand scanner:
+// std::regex recurses per character and overflows the stack on long attribute values.
+bool attributes_ok(const std::string & rest) {
+    size_t i = 0;
+    while (i < rest.size()) {
+        const size_t ws = i;
+        while (i < rest.size() && std::isspace((unsigned char) rest[i])) ++i;
+        if (i == rest.size()) return true;
+        if (i == ws || !name_start(rest[i])) return false;
+        while (i < rest.size() && name_char(rest[i])) ++i;
+        if (i + 1 >= rest.size() || rest[i] != '=' || rest[i + 1] != '"') return false;
+        const size_t close = rest.find('"', i + 2);
+        if (close == std::string::npos || rest.find('<', i + 2) < close) return false;
+        i = close + 1;
+    }
+    return true;
+}
+
 // Minimal XML well-formedness check: every tag closed in order, attributes quoted, no stray
 // '<' or '&' in text. Returns "" when well formed, else what is wrong and where.
 std::string xml_problem(const std::string & s) {
     std::vector<std::string> open;
-    const std::regex attr_re(R"(\s+[A-Za-z_:][-A-Za-z0-9_:.]*="[^"<]*")");
-    const std::regex name_re(R"([A-Za-z_:][-A-Za-z0-9_:.]*)");
     for (size_t i = 0; i < s.size();) {
         if (s[i] == '&') {
             const size_t e = s.find(';', i);
@@ -75,12 +94,11 @@ std::string xml_problem(const std::string & s) {
         }
         const bool self = !tag.empty() && tag.back() == '/';
         if (self) tag.pop_back();
-        std::smatch m;
-        if (!std::regex_search(tag, m, name_re) || m.position(0) != 0) return "bad tag name: " + tag.substr(0, 40);
-        const std::string name = m.str(0), rest = tag.substr(name.size());
-        if (!std::regex_replace(rest, attr_re, "").empty() && std::regex_replace(rest, attr_re, "").find_first_not_of(" \n") != std::string::npos) {
-            return "bad attributes in <" + name + ">: " + rest.substr(0, 60);
-        }
+        if (tag.empty() || !name_start(tag[0])) return "bad tag name: " + tag.substr(0, 40);
+        size_t n = 1;
+        while (n < tag.size() && name_char(tag[n])) ++n;
+        const std::string name = tag.substr(0, n), rest = tag.substr(n);
+        if (!attributes_ok(rest)) return "bad attributes in <" + name + ">: " + rest.substr(0, 60);
         if (!self) open.push_back(name);
         if (!self && (name == "style" || name == "script")) {
             const size_t c = s.find("</" + name + ">", i);

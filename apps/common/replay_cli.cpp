@@ -1,6 +1,7 @@
 #include "common/replay_cli.h"
 
 #include "replay/run_replay.h"
+#include "quant.h"
 #include "timing/kernel_hooks.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
@@ -9,6 +10,7 @@
 #endif
 
 #include <fmt/format.h>
+#include <cmath>
 #include <iostream>
 #include <unistd.h>
 
@@ -133,7 +135,21 @@ replay_options replay_cli::finish() {
     if (o.kernels.verify && o.kernels.backend == "none") throw usage_error("--verify needs a kernel backend (--backend cpu or cuda)");
     if (bandwidth_gbs) o.device.bandwidth_gbs = *bandwidth_gbs;
     if (peak_tflops) o.device.peak_tflops = *peak_tflops;
-    if (o.device.bandwidth_gbs <= 0 || o.device.peak_tflops <= 0) throw usage_error("--bandwidth-gbs and --tflops must be > 0");
+    auto finite_positive = [](double v) { return std::isfinite(v) && v > 0; };
+    if (!finite_positive(o.device.bandwidth_gbs) || !finite_positive(o.device.peak_tflops)) {
+        throw usage_error("--bandwidth-gbs and --tflops must be finite and > 0");
+    }
+    if (!(o.server.slot_prompt_similarity >= 0 && o.server.slot_prompt_similarity <= 1)) {
+        throw usage_error(fmt::format("--slot-prompt-similarity must be in [0, 1], got {}", o.server.slot_prompt_similarity));
+    }
+    if (!(std::isfinite(o.kernels.time_budget_s) && o.kernels.time_budget_s >= 0)) {
+        throw usage_error("--time-budget must be a finite number of seconds >= 0");
+    }
+    if (o.server.n_keep < -1) throw usage_error(fmt::format("--keep must be >= -1 (-1 = the whole prompt), got {}", o.server.n_keep));
+    if (o.server.n_discard < 0) throw usage_error(fmt::format("--n-discard must be >= 0, got {}", o.server.n_discard));
+    if (o.kernels.time_layers > o.model.n_layer) {
+        throw usage_error(fmt::format("--time-layers {} exceeds the model's {} layers", o.kernels.time_layers, o.model.n_layer));
+    }
     if (no_progress) o.progress = false;
     if (force_progress) o.progress = true;
     return o;
@@ -155,6 +171,17 @@ std::unique_ptr<replay_hooks> make_hooks(const kernel_options & k) {
 #endif
     if (backend == "none") return nullptr;
     return make_cpu_kernel_hooks(k);
+}
+
+// The kernels handle f32, f16, q8_0 and q4_0 K/V; other cache types replay bookkeeping only.
+void check_kernel_types(const replay_options & o) {
+    if (o.kernels.backend == "none") return;
+    for (ggml_type t : {o.ctx.type_k, o.ctx.type_v}) {
+        if (!kernel_supports_type(t)) {
+            throw usage_error(fmt::format("the attention kernels do not support cache type {} (f32, f16, q8_0, q4_0); "
+                                          "use --backend none to replay the bookkeeping only", ggml_type_name(t)));
+        }
+    }
 }
 }  // namespace
 
@@ -186,6 +213,7 @@ void check_memory(const replay_options & o) {
 int replay_cli::run(std::ostream & term) {
     const replay_options o = finish();
     check_memory(o);
+    check_kernel_types(o);
     auto hooks = make_hooks(o.kernels);
     install_interrupt_handler();
     run_replay(o, term, hooks.get());

@@ -20,7 +20,7 @@ void check_block(const model_shape & m, ggml_type t, const char * which) {
 }  // namespace
 
 context_sizes compute_context_sizes(const model_shape & m, const context_params & p) {
-    if (p.n_ctx == 0) throw usage_error("n_ctx (-c) must be > 0");
+    if (p.n_ctx == 0 || p.n_ctx > (1u << 30)) throw usage_error(fmt::format("n_ctx (-c) must be in [1, 2^30], got {}", p.n_ctx));
     if (p.n_seq_max == 0 || p.n_seq_max > (uint32_t) LLAMA_MAX_SEQ) {
         throw usage_error(fmt::format("n_seq_max (-np) must be in [1, {}], got {}", LLAMA_MAX_SEQ, p.n_seq_max));
     }

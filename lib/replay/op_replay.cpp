@@ -39,6 +39,12 @@ int run_group(const op_trace & t, const op_group & g, op_runner & run, op_replay
     const llama_seq_id s = r.seqs.empty() ? -1 : r.seqs[0];
     switch (g.op) {
         case op_kind::decode: {
+            int64_t n_total = 0;   // checked before expanding rows into tokens (rows may claim billions)
+            for (const op_row & row : g.rows) n_total += row.n_tokens;
+            if (n_total > (int64_t) ctx.sizes().n_batch) {
+                throw input_error(t.path, g.line, std::to_string(n_total),
+                                  fmt::format("decode batch of {} tokens exceeds n_batch = {} (-b)", n_total, ctx.sizes().n_batch));
+            }
             const llama_batch_in b = make_decode_batch(g, ctx.memory(), ctx.memory().caches().front()->n_seq_ids());
             if (b.n_tokens() > ctx.sizes().n_batch) {
                 throw input_error(t.path, g.line, std::to_string(b.n_tokens()),

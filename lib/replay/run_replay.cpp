@@ -35,11 +35,40 @@ std::string first_line(const std::string & path) {
     return line;
 }
 
+// Every output must be a distinct path that is not a directory: checked before any work, so a
+// bad path fails in a second rather than after the replay (and two writers never share a file).
+void check_paths(const replay_options & o, bool is_request_trace) {
+    if (!is_request_trace && !o.emit_ops.empty()) {
+        throw usage_error("--emit-ops applies to request traces (an op trace already is the op stream)");
+    }
+    std::vector<std::string> paths;
+    for (const std::string * p : {&o.dump_cells, &o.emit_ops, &o.trace_json}) {
+        if (!p->empty()) paths.push_back(*p);
+    }
+    if (!o.out_dir.empty()) {
+        if (std::filesystem::exists(o.out_dir) && !std::filesystem::is_directory(o.out_dir)) {
+            throw usage_error("--out " + o.out_dir + " exists and is not a directory");
+        }
+        for (const char * f : {"occupancy.csv", "requests.csv", "summary.json", "bandwidth.csv", "report.html"}) {
+            paths.push_back(o.out_dir + "/" + f);
+        }
+    }
+    std::vector<std::string> seen;
+    for (const auto & p : paths) {
+        std::error_code ec;
+        const auto canon = std::filesystem::weakly_canonical(p, ec).string();
+        if (std::filesystem::is_directory(p)) throw usage_error("output path " + p + " is a directory");
+        if (std::find(seen.begin(), seen.end(), canon) != seen.end()) throw usage_error("output path " + p + " is given twice");
+        seen.push_back(canon);
+    }
+}
+
 // Files of one replay: opened up front (so a bad path fails before the work), committed together.
 struct outputs {
     std::unique_ptr<atomic_file> dump, emit, occupancy, requests, summary, bandwidth, report, timeline;
 
     outputs(const replay_options & o, bool is_request_trace, bool timed) {
+        check_paths(o, is_request_trace);
         if (!o.dump_cells.empty()) dump = std::make_unique<atomic_file>(o.dump_cells);
         if (!o.out_dir.empty()) {
             std::error_code ec;

@@ -156,7 +156,7 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
         nlohmann::json j;
         try {
             j = nlohmann::json::parse(*raw);
-        } catch (const nlohmann::json::parse_error & e) {
+        } catch (const nlohmann::json::exception & e) {   // parse_error, or out_of_range for 1e400
             throw input_error(file, r.line, excerpt(*raw), std::string("bad JSON: ") + e.what());
         }
         if (!j.is_object()) throw input_error(file, r.line, excerpt(*raw), "line is not a JSON object");

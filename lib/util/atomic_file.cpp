@@ -1,5 +1,7 @@
 #include "util/atomic_file.h"
 
+#include "util/errors.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -11,7 +13,7 @@ namespace kvsim {
 atomic_file::atomic_file(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp-" + std::to_string(getpid())) {
     out_.open(tmp_, std::ios::binary | std::ios::trunc);
     if (!out_) {
-        throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
+        throw usage_error("cannot write " + path_ + ": " + std::strerror(errno));
     }
 }
 

@@ -8,7 +8,8 @@ namespace kvsim {
 
 class atomic_file {
 public:
-    // Opens PATH.tmp-PID for writing; throws std::runtime_error naming the path if it cannot.
+    // Opens PATH.tmp-PID for writing; throws usage_error naming the path if it cannot (a bad
+    // output path is the user's to fix: exit status 2).
     explicit atomic_file(std::string path);
     // Removes the temporary file unless commit() succeeded.
     ~atomic_file();
