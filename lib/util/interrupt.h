@@ -5,9 +5,9 @@
 
 namespace kvsim {
 
-// Installs the handler for SIGINT and SIGTERM (sigaction, SA_RESETHAND): the first signal sets
-// the flag; the handler is then removed, so a second Ctrl-C terminates the process the default
-// way (the escape hatch when a step itself hangs). Idempotent: re-arms after reset_interrupt().
+// Installs the handler for SIGINT and SIGTERM: the first signal sets the flag; a repeat within
+// one second is ignored (the same request delivered twice, e.g. by GNU timeout), a later one
+// terminates the process the default way (the escape hatch when a step itself hangs). Idempotent: re-arms after reset_interrupt().
 // Throws std::system_error when sigaction fails.
 void install_interrupt_handler();
 
