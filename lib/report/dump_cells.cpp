@@ -39,7 +39,8 @@ std::string stream_json(const kv_cells & c, uint32_t stream) {
 std::string cache_state_json(const kv_cache & c) {
     std::string o = fmt::format(R"({{"cache":"{}","streams":[)", c.name());
     for (uint32_t s = 0; s < c.get_n_stream(); ++s) {
-        o += (s ? "," : "") + stream_json(c.cells(s), s);
+        if (s) o += ',';
+        o += stream_json(c.cells(s), s);
     }
     return o + "]}";
 }
@@ -82,7 +83,8 @@ void cell_dumper::state(long line, const std::string & op, const context & ctx, 
     }
     std::string caches;
     for (const kv_cache * c : ctx.memory().caches()) {
-        caches += (caches.empty() ? "" : ",") + cache_state_json(*c);
+        if (!caches.empty()) caches += ',';
+        caches += cache_state_json(*c);
     }
     out_ << fmt::format(R"({{"ev":"state","line":{},"op":{}{},"seqs":{{{}}},"caches":[{}]}})", line,
                         nlohmann::json(op).dump(), rc_valid ? fmt::format(",\"rc\":{}", rc) : std::string(), seqs, caches)
