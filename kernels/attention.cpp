@@ -1,4 +1,5 @@
 #include "attention.h"
+#include "util/errors.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +60,19 @@ void check_kshift(const kshift_desc & d, const kv_tensor & k) {
         throw std::invalid_argument("k_shift: n_rot " + std::to_string(d.rope.n_rot) + " must be even and <= head_dim");
     }
     if (d.rot.n_k && k.head_dim % d.rot.n_k != 0) throw std::invalid_argument("k_shift: rotation size does not divide head_dim");
+}
+
+kshift_report begin_kshift(const kshift_desc & d, const kv_tensor & k) {
+    check_kshift(d, k);
+    kshift_report rep;
+    rep.cells = k.kv_size * k.n_stream;
+    rep.null_rotation_hazard = ggml_is_quantized(k.type) && !d.rot.k();
+    if (rep.null_rotation_hazard && d.on_null_rot == null_rot_policy::refuse) {
+        throw usage_error(
+            "K-shift of a quantized K cache without Hadamard rotation: llama.cpp dereferences a null rotation tensor "
+            "here and crashes (PR #25636); pass null_rot_policy::plain to shift without rotation");
+    }
+    return rep;
 }
 
 std::shared_ptr<void> attn_backend::alloc(size_t bytes) {

@@ -144,5 +144,9 @@ float alibi_slope(int64_t h, int64_t n_head, float max_bias);
 void check_kq_mask_desc(const kq_mask_desc & d, const kq_mask_stream * streams);
 void check_fa(const fa_desc & d, const fa_args & a);
 void check_kshift(const kshift_desc & d, const kv_tensor & k);
+// check_kshift, then the report every backend returns: cells processed and the null-rotation
+// hazard (quantized K without Hadamard rotation), refused with usage_error under
+// null_rot_policy::refuse. Shared so that the CPU and CUDA backends judge the hazard alike.
+kshift_report begin_kshift(const kshift_desc & d, const kv_tensor & k);
 
 }  // namespace kvsim

@@ -11,16 +11,8 @@
 namespace kvsim {
 
 kshift_report cpu_backend::k_shift(const kshift_desc & d, const kv_tensor & k, const int32_t * shift) {
-    check_kshift(d, k);
-    kshift_report rep;
-    rep.cells = k.kv_size * k.n_stream;
+    kshift_report rep = begin_kshift(d, k);
     const bool quant = ggml_is_quantized(k.type);
-    rep.null_rotation_hazard = quant && !d.rot.k();
-    if (rep.null_rotation_hazard && d.on_null_rot == null_rot_policy::refuse) {
-        throw usage_error(
-            "K-shift of a quantized K cache without Hadamard rotation: llama.cpp dereferences a null rotation tensor "
-            "here and crashes (PR #25636); pass null_rot_policy::plain to shift without rotation");
-    }
     const bool rot = quant && d.rot.k();
     const int64_t n = k.head_dim * k.n_head_kv;
     float corr[2];

@@ -188,17 +188,9 @@ public:
     }
 
     kshift_report k_shift(const kshift_desc & d, const kv_tensor & k, const int32_t * shift) override {
-        check_kshift(d, k);
         if (!shift) throw std::invalid_argument("k_shift: null shift");
-        kshift_report rep;
-        rep.cells = k.kv_size * k.n_stream;
+        kshift_report rep = begin_kshift(d, k);
         const bool quant = ggml_is_quantized(k.type);
-        rep.null_rotation_hazard = quant && !d.rot.k();
-        if (rep.null_rotation_hazard && d.on_null_rot == null_rot_policy::refuse) {
-            throw usage_error(
-                "K-shift of a quantized K cache without Hadamard rotation: llama.cpp dereferences a null rotation tensor "
-                "here and crashes (PR #25636); pass null_rot_policy::plain to shift without rotation");
-        }
         const float * ff = nullptr;
         if (d.rope.freq_factors) {
             ff = static_cast<const float *>(ensure(freq_, (size_t) d.rope.n_rot / 2 * sizeof(float)));
