@@ -2,6 +2,10 @@
 // header's code, call by call.
 #include "cache_test_util.h"
 #include "kv/cells.h"
+#include "kv/seq_index.h"
+
+#include <random>
+#include <set>
 
 #include <doctest/doctest.h>
 
@@ -204,4 +208,40 @@ TEST_CASE("cells: reset empties everything") {
     CHECK_FALSE(c.get_has_shift());
     CHECK(c.seq_pos_max(3) == -1);
     CHECK(c.next_empty(0) == 0);
+}
+
+// seq_index against std::set, the structure it replaces: random inserts and erases biased to
+// the ends (its O(1) paths) and to the middle (its queued path), reads interleaved at random so
+// queued edits are folded at every possible moment.
+TEST_CASE("seq_index: random edits equal std::set after every read") {
+    std::mt19937 rng(7);
+    for (int round = 0; round < 40; ++round) {
+        seq_index idx;
+        std::set<seq_index::key> ref;
+        for (int op = 0; op < 2000; ++op) {
+            const int kind = (int) (rng() % 10);
+            if (kind < 4 || ref.empty()) {
+                // insert: past the end, before the front, or anywhere
+                const llama_pos base = ref.empty() ? 100 : (kind == 0 ? ref.rbegin()->first + 1 : kind == 1 ? ref.begin()->first - 1 : ref.begin()->first + (llama_pos) (rng() % 64));
+                const seq_index::key k{base, (uint32_t) (rng() % 8)};
+                if (ref.insert(k).second) idx.insert(k);
+            } else if (kind < 8) {
+                // erase: the last, the first, or a random present key
+                auto it = kind == 4 ? std::prev(ref.end()) : kind == 5 ? ref.begin() : std::next(ref.begin(), (long) (rng() % ref.size()));
+                idx.erase(*it);
+                ref.erase(it);
+            } else {
+                const llama_pos p0 = ref.empty() ? 0 : ref.begin()->first + (llama_pos) (rng() % 32);
+                const llama_pos p1 = p0 + (llama_pos) (rng() % 48);
+                std::vector<uint32_t> got, want;
+                idx.cells_in(p0, p1, got);
+                for (auto it = ref.lower_bound({p0, 0}); it != ref.end() && it->first < p1; ++it) want.push_back(it->second);
+                REQUIRE(got == want);
+                REQUIRE(idx.pos_min() == (ref.empty() ? -1 : ref.begin()->first));
+                REQUIRE(idx.pos_max() == (ref.empty() ? -1 : ref.rbegin()->first));
+                REQUIRE(idx.size() == ref.size());
+            }
+        }
+        CHECK(idx.size() == ref.size());
+    }
 }

@@ -51,6 +51,14 @@ bool batch_allocr::check_coupled(const kv_memory & mem, std::string * err) const
 
 bool batch_allocr::check_sets_and_order(std::string * err) {
     // no partial sequence subsets, no decreasing positions
+    if (!has_cpl_) {
+        if (first_decreasing_ >= 0) {
+            *err = fmt::format("sequence {} positions are decreasing (not allowed)", first_decreasing_);
+            return false;
+        }
+        return true;
+    }
+    build_sets();
     for (size_t s = seq_unq_._Find_first(); s < seq_unq_.size(); s = seq_unq_._Find_next(s)) {
         sp_[s].cur_set.set();
         sp_[s].cur_pos = -1;
@@ -77,8 +85,8 @@ bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uin
     batch_ = batch;
     n_seq_max_ = n_seq_max;
     has_cpl_ = false;
-    seq_set_.clear();
-    seq_set_map_.clear();
+    sets_built_ = false;
+    first_decreasing_ = -1;
     seq_unq_.reset();
     if (batch.n_tokens() == 0) {
         *err = "n_tokens == 0";
@@ -92,20 +100,22 @@ bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uin
             }
         }
     }
-    seq_set_.reserve(batch.n_tokens());
-    std::vector<int32_t> * last_list = nullptr;
-    seq_set last_set;
     for (uint32_t i = 0; i < batch.n_tokens(); ++i) {
         const auto ids = batch.seq_id[i];
-        seq_set cur;
+        const llama_pos p = batch.pos[i];
         for (size_t k = 0; k < ids.size(); ++k) {
             const llama_seq_id s1 = ids[k];
             seq_pos_stat & st = sp_[s1];
-            const llama_pos p = batch.pos[i];
             if (!seq_unq_.test(s1)) {
                 seq_unq_.set(s1);
                 st = seq_pos_stat{p, p, 0, true, p, {}, {}, -1};
+                if (p < -1 && first_decreasing_ < 0) {
+                    first_decreasing_ = s1;   // the order rule starts from position -1
+                }
             } else {
+                if (p < st.last && first_decreasing_ < 0) {
+                    first_decreasing_ = s1;
+                }
                 st.consecutive = st.consecutive && p == st.last + 1;
                 st.min = std::min(st.min, p);
                 st.max = std::max(st.max, p);
@@ -116,7 +126,29 @@ bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uin
                 st.cpl.set(ids[0]);
                 has_cpl_ = true;
             }
-            cur.set(s1);
+        }
+    }
+    if (!validate_positions(mem, err) || (has_cpl_ && !check_coupled(mem, err)) || !check_sets_and_order(err)) {
+        return false;
+    }
+    split_reset();
+    return true;
+}
+
+void batch_allocr::build_sets() {
+    if (sets_built_) {
+        return;
+    }
+    sets_built_ = true;
+    seq_set_.clear();
+    seq_set_map_.clear();
+    seq_set_.reserve(get_n_tokens());
+    std::vector<int32_t> * last_list = nullptr;
+    seq_set last_set;
+    for (uint32_t i = 0; i < get_n_tokens(); ++i) {
+        seq_set cur;
+        for (llama_seq_id s : batch_.seq_id[i]) {
+            cur.set(s);
         }
         seq_set_.push_back(cur);
         // consecutive tokens nearly always share their sequence set: skip the 256-bit hash then
@@ -126,11 +158,6 @@ bool batch_allocr::init(const llama_batch_in & batch, const kv_memory & mem, uin
         }
         last_list->push_back((int32_t) i);
     }
-    if (!validate_positions(mem, err) || (has_cpl_ && !check_coupled(mem, err)) || !check_sets_and_order(err)) {
-        return false;
-    }
-    split_reset();
-    return true;
 }
 
 void batch_allocr::split_reset() {
@@ -164,6 +191,7 @@ ubatch batch_allocr::split_equal(uint32_t n_ubatch, bool sequential) {
         // upstream: "sequential split is not supported when there are coupled sequences (you may need -kvu)"
         return {};
     }
+    build_sets();
     std::vector<seq_set> cur_sets;
     llama_seq_id last_seq_id = -1;
     for (uint32_t i = 0; i < get_n_tokens(); ++i) {
@@ -240,8 +268,11 @@ ubatch batch_allocr::ubatch_add(const std::vector<int32_t> & idxs, uint32_t n_se
     seq_set unq;
     for (int32_t i : idxs) {
         ub.pos.push_back(batch_.pos[i]);
-        ub.seq_id.push_back(batch_.seq_id[i]);
-        unq |= seq_set_[i];
+        const auto ids = batch_.seq_id[i];
+        ub.seq_id.push_back(ids);
+        for (llama_seq_id s : ids) {
+            unq.set(s);
+        }
     }
     for (size_t s = unq._Find_first(); s < unq.size() && s < n_seq_max_; s = unq._Find_next(s)) {
         ub.seq_id_unq.push_back((llama_seq_id) s);

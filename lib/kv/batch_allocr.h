@@ -45,11 +45,18 @@ private:
     bool validate_positions(const kv_memory & mem, std::string * err);
     bool check_coupled(const kv_memory & mem, std::string * err) const;
     bool check_sets_and_order(std::string * err);
+    // Per-token sequence sets and the set -> tokens map: only split_equal and coupled batches
+    // need them, so they are built on first use (a decode of single-sequence tokens never does).
+    void build_sets();
     ubatch ubatch_add(const std::vector<int32_t> & idxs, uint32_t n_seqs, bool equal_seqs) const;
 
-    llama_batch_in batch_;
+    llama_batch_in batch_;   // a copy: callers may pass a temporary (assignment reuses capacity)
     uint32_t n_seq_max_ = 0;
     bool has_cpl_ = false;
+    bool sets_built_ = false;
+    // without coupled tokens every token has one sequence, so the subset rule cannot fail and
+    // the order rule is checked while scanning: first sequence whose positions decrease, or -1
+    llama_seq_id first_decreasing_ = -1;
     std::vector<seq_set> seq_set_;                                  // per token
     std::unordered_map<seq_set, std::vector<int32_t>> seq_set_map_; // set -> its tokens, in order
     std::vector<bool> used_;

@@ -10,8 +10,7 @@ void kv_cells::resize(uint32_t n) {
     shift_.assign(n, 0);
     seq_.assign(n, seq_set{});
     empty_bits_.assign((n + 63) / 64, 0);
-    seq_pos_.clear();
-    for (int s = 0; s < LLAMA_MAX_SEQ; ++s) seq_pos_.emplace_back(pool_.get());
+    seq_pos_.assign(LLAMA_MAX_SEQ, seq_index{});
     reset();
 }
 
@@ -112,24 +111,16 @@ uint32_t kv_cells::next_empty(uint32_t from) const {
 }
 
 void kv_cells::seq_pos_inc(llama_seq_id s, uint32_t i) {
-    auto & m = seq_pos_[s];
-    const std::pair<llama_pos, uint32_t> key{pos_[i], i};
-    // appending at the end is the common case: the hint makes it amortised O(1)
-    m.insert(m.empty() || *m.rbegin() < key ? m.end() : m.lower_bound(key), key);
+    seq_pos_[s].insert({pos_[i], i});
 }
 
 void kv_cells::seq_pos_dec(llama_seq_id s, uint32_t i) {
-    const auto n = seq_pos_[s].erase({pos_[i], i});
-    assert(n == 1);
-    (void) n;
+    seq_pos_[s].erase({pos_[i], i});
 }
 
 std::vector<uint32_t> kv_cells::seq_cells(llama_seq_id s, llama_pos p0, llama_pos p1) const {
     std::vector<uint32_t> out;
-    const auto & m = seq_pos_[s];
-    for (auto it = m.lower_bound({p0, 0}); it != m.end() && it->first < p1; ++it) {
-        out.push_back(it->second);
-    }
+    seq_pos_[s].cells_in(p0, p1, out);
     return out;
 }
 
@@ -250,13 +241,11 @@ llama_seq_id kv_cells::seq_get(uint32_t i) const {
 }
 
 llama_pos kv_cells::seq_pos_min(llama_seq_id s) const {
-    const auto & m = seq_pos_[s];
-    return m.empty() ? -1 : m.begin()->first;
+    return seq_pos_[s].pos_min();
 }
 
 llama_pos kv_cells::seq_pos_max(llama_seq_id s) const {
-    const auto & m = seq_pos_[s];
-    return m.empty() ? -1 : m.rbegin()->first;
+    return seq_pos_[s].pos_max();
 }
 
 void kv_cells::pos_set(uint32_t i, llama_pos p) {

@@ -2,12 +2,10 @@
 // Source: src/llama-kv-cells.h: class llama_kv_cells (behaviour mirrored call for call).
 #pragma once
 
+#include "kv/seq_index.h"
 #include "kv/types.h"
 
 #include <cstdint>
-#include <memory>
-#include <memory_resource>
-#include <set>
 #include <vector>
 
 namespace kvsim {
@@ -119,12 +117,9 @@ private:
     // upper bound of used_max_p1, tightened lazily
     mutable uint32_t used_hi_ = 0;
     bool has_shift_ = false;
-    // (pos, cell) pairs per sequence, ordered by position: min/max at the ends, and the cells of
-    // a sequence in a position range without scanning the whole stream. The cell is part of the
-    // key because a position can occur twice for one sequence (rm + add reuse).
-    // nodes come from a per-stream pool: the index changes with every token placed or freed
-    std::unique_ptr<std::pmr::unsynchronized_pool_resource> pool_ = std::make_unique<std::pmr::unsynchronized_pool_resource>();
-    std::vector<std::pmr::set<std::pair<llama_pos, uint32_t>>> seq_pos_;
+    // (pos, cell) keys per sequence: min/max at the ends, and the cells of a sequence in a
+    // position range without scanning the whole stream
+    std::vector<seq_index> seq_pos_;
     uint32_t n_shifted_ = 0;   // cells with a non-zero pending shift
 };
 
