@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/fa_group.h"
 #include "fp16.h"
 #include "kv_content.h"
 #include "reference.h"
@@ -116,10 +117,16 @@ void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
 
 TEST_CASE("flash attention matches the reference for every KV type, head dim and GQA ratio") {
     cpu_backend be(2);
+    // both inner loops: K/V read in place per KV head (AVX-512 builds) and the portable tile copy
+    bool grouped = true;
+    SUBCASE("K/V read in place per KV head") { grouped = true; }
+    SUBCASE("tiles converted to f32") { grouped = false; }
+    be.set_fa_grouped(grouped);
+    INFO("grouped path " << grouped << " (supported here: " << cpu::fa_group_supported(ggml_type::f16, ggml_type::f16, 128, 128) << ")");
     uint32_t seed = 1;
     for (ggml_type t : {ggml_type::f32, ggml_type::f16, ggml_type::q8_0, ggml_type::q4_0}) {
         for (int64_t hd : {64, 128, 256}) {
-            for (int64_t gqa : {1, 4, 8}) {
+            for (int64_t gqa : {1, 4, 7, 8}) {  // 7: Qwen2.5-7B (28/4), a partial row block
                 fa_case c;
                 c.tk = c.tv = t;
                 c.head_dim = hd;

@@ -21,6 +21,9 @@ struct fa_thread_scratch {
     std::vector<float> slope;       // ALiBi slope per query head
     std::vector<float> m, l;        // online-softmax running max and sum per query row
     std::vector<char> live;         // tile cell attended by at least one token
+    std::vector<const float *> qp;  // grouped path: query row pointers of one KV head's group
+    std::vector<float *> ap;        // grouped path: their accumulators
+    std::vector<int64_t> rows;      // grouped path: their query row index (t * n_head + h)
 };
 
 class cpu_backend final : public attn_backend {
@@ -39,7 +42,12 @@ public:
     // Tile of cells of the flash-attention inner loop (split-KV chunks are multiples of it).
     static constexpr int64_t fa_tile = 32;
 
+    // Flash attention reads K/V in place per KV head (fa_group.h) where the build and shape allow it (the
+    // default); false forces the portable path that converts each tile to f32 first. For tests and kvbench.
+    void set_fa_grouped(bool on) { fa_grouped_ = on; }
+
 private:
+    bool fa_grouped_ = true;
     thread_pool pool_;
     std::vector<float> fa_q_;          // Q after the optional H_k rotation
     std::vector<fa_thread_scratch> fa_scratch_;  // one per pool thread

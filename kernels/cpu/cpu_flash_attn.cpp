@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/fa_group.h"
 #include "cpu/simd.h"
 #include "quant.h"
 
@@ -34,20 +35,80 @@ inline void convert_row_by_head(const kv_tensor & x, int64_t stream, int64_t cel
     }
 }
 
+// Online-softmax step of query row r over its tile scores srow (FlashAttention-2): finishes the scores, turns
+// them into probabilities against the new running max and rescales the row's accumulator.
+void softmax_row(const fa_desc & d, int64_t r, float * srow, const float * mrow, int64_t nt, float * acc,
+                 fa_thread_scratch & w) {
+    const float scale = d.softcap != 0.0f ? d.scale / d.softcap : d.scale;
+    cpu::tile_scores_finish(srow, mrow, nt, scale, d.softcap, w.slope[(size_t) (r % d.n_head)]);
+    float & m = w.m[(size_t) r];
+    float mn;
+    const float sum = cpu::tile_softmax(srow, nt, m, &mn);
+    if (sum == 0.0f) return;
+    const float alpha = expf(m - mn);  // 0 when m is -INF (nothing accumulated yet)
+    if (alpha != 1.0f) {
+        for (int64_t e = 0; e < d.head_dim_v; ++e) acc[e] *= alpha;
+    }
+    w.l[(size_t) r] = w.l[(size_t) r] * alpha + sum;
+    m = mn;
+}
+
+// One KV head's query rows (its GQA group x the stream's tokens) over one tile, K/V read in place
+// (fa_group.h). Row i of the group is token i / gqa, query head hk*gqa + i % gqa.
+void group_tile(const fa_desc & d, const fa_args & a, const float * qrot, int64_t s, int64_t j0, int64_t nt, int64_t nt_next,
+                int64_t hk, float * part, fa_thread_scratch & w) {
+    const int64_t gqa = d.n_head / d.n_head_kv;
+    const int64_t n_rows = gqa * d.n_tps;
+    const size_t pstride = (size_t) (d.head_dim_v + 2);
+    w.qp.resize((size_t) n_rows);
+    w.ap.resize((size_t) n_rows);
+    w.rows.resize((size_t) n_rows);
+    for (int64_t i = 0; i < n_rows; ++i) {
+        const int64_t t = i / gqa, r = t * d.n_head + hk * gqa + i % gqa;
+        w.rows[(size_t) i] = r;
+        w.qp[(size_t) i] = qrot + ((s * d.n_tps + t) * d.n_head + hk * gqa + i % gqa) * d.head_dim_k;
+        w.ap[(size_t) i] = part + (size_t) r * pstride + 2;
+    }
+    const char * k0 = static_cast<const char *>(a.k.row(a.stream0 + s, j0)) + (size_t) hk * a.k.head_bytes();
+    const char * v0 = static_cast<const char *>(a.v.row(a.stream0 + s, j0)) + (size_t) hk * a.v.head_bytes();
+    // the next tile's K and V are contiguous blocks: each KV head's turn prefetches its share of them in address
+    // order (whole cells), spread over its inner loops, so the next tile is in L2 when it starts
+    cpu::prefetch_stream pf;
+    if (nt_next > 0) {
+        const int64_t per = (nt_next + d.n_head_kv - 1) / d.n_head_kv;
+        const int64_t r0 = std::min(nt_next, hk * per), n = std::min(nt_next, r0 + per) - r0;
+        pf.k = static_cast<const char *>(a.k.row(a.stream0 + s, j0 + T + r0));
+        pf.k_end = pf.k + (size_t) n * a.k.row_bytes();
+        pf.v = static_cast<const char *>(a.v.row(a.stream0 + s, j0 + T + r0));
+        pf.v_end = pf.v + (size_t) n * a.v.row_bytes();
+        const int64_t lines = (int64_t) ((pf.k_end - pf.k) + (pf.v_end - pf.v)) / 64;
+        const int64_t steps = cpu::fa_group_steps(n_rows, nt, d.head_dim_v);
+        pf.per_step = (int) ((lines + steps - 1) / std::max<int64_t>(1, steps));
+    }
+    float * sc = w.sc.data();
+    cpu::fa_group_qk(a.k.type, w.qp.data(), n_rows, k0, a.k.row_bytes(), nt, d.head_dim_k, sc, T, pf);
+    for (int64_t i = 0; i < n_rows; ++i) {
+        softmax_row(d, w.rows[(size_t) i], sc + i * T, w.mv.data() + (i / gqa) * T, nt, w.ap[(size_t) i], w);
+    }
+    cpu::fa_group_pv(a.v.type, w.ap.data(), sc, T, n_rows, v0, a.v.row_bytes(), nt, d.head_dim_v, w.live.data(), pf);
+    pf.finish();
+}
+
 // One (stream, chunk): accumulates unnormalised partial outputs for the n_head*n_tps query rows (row r = t*n_head + h)
 // into part: per row [m, l, acc[head_dim_v]]. Each tile's K (then V) rows are converted to f32 whole, in address
 // order; every kv head's rows are then used by all the n_head/n_head_kv query heads of its group.
 void run_chunk(const fa_desc & d, const fa_args & a, const float * qrot, int64_t s, int64_t c0, int64_t c1, float * part,
-               fa_thread_scratch & w) {
+               fa_thread_scratch & w, bool allow_grouped) {
     const int64_t gqa = d.n_head / d.n_head_kv;
     const int64_t n_q = d.n_head * d.n_tps;
     const int64_t dk = d.head_dim_k, dv = d.head_dim_v;
     const int64_t ek = dk * d.n_head_kv, ev = dv * d.n_head_kv;
     const size_t pstride = (size_t) (dv + 2);
-    const float scale = d.softcap != 0.0f ? d.scale / d.softcap : d.scale;
-
-    w.kt.resize((size_t) (T * ek));
-    w.vt.resize((size_t) (T * ev));
+    const bool grouped = allow_grouped && cpu::fa_group_supported(a.k.type, a.v.type, dk, dv);
+    if (!grouped) {
+        w.kt.resize((size_t) (T * ek));
+        w.vt.resize((size_t) (T * ev));
+    }
     w.sc.resize((size_t) (n_q * T));
     w.mv.resize((size_t) (d.n_tps * T));
     w.slope.resize((size_t) d.n_head);
@@ -76,6 +137,11 @@ void run_chunk(const fa_desc & d, const fa_args & a, const float * qrot, int64_t
         for (int64_t j = 0; j < nt; ++j) any |= live[(size_t) j] != 0;
         if (!any) continue;  // fully masked tile: neither K nor V is read
 
+        if (grouped) {
+            const int64_t nt_next = std::min(T, c1 - j0 - T);  // <= 0 on the chunk's last tile
+            for (int64_t hk = 0; hk < d.n_head_kv; ++hk) group_tile(d, a, qrot, s, j0, nt, nt_next, hk, part, w);
+            continue;
+        }
         for (int64_t j = 0; j < nt; ++j) {
             if (live[(size_t) j]) convert_row_by_head(a.k, a.stream0 + s, j0 + j, j, kt.data());
         }
@@ -84,18 +150,7 @@ void run_chunk(const fa_desc & d, const fa_args & a, const float * qrot, int64_t
             const float * q = qrot + ((s * d.n_tps + t) * d.n_head + h) * dk;
             float * srow = sc.data() + r * T;
             cpu::tile_qk_f32(q, kt.data() + (h / gqa) * T * dk, dk, nt, dk, srow);  // dead cells: stale values, masked next
-            cpu::tile_scores_finish(srow, mv.data() + t * T, nt, scale, d.softcap, w.slope[(size_t) h]);
-            float & m = w.m[(size_t) r];
-            float mn;
-            const float sum = cpu::tile_softmax(srow, nt, m, &mn);
-            if (sum == 0.0f) continue;
-            const float alpha = expf(m - mn);  // 0 when m is -INF (nothing accumulated yet)
-            if (alpha != 1.0f) {
-                float * acc = part + r * pstride + 2;
-                for (int64_t e = 0; e < dv; ++e) acc[e] *= alpha;
-            }
-            w.l[(size_t) r] = w.l[(size_t) r] * alpha + sum;
-            m = mn;
+            softmax_row(d, r, srow, mv.data() + t * T, nt, part + r * pstride + 2, w);
         }
 
         for (int64_t j = 0; j < nt; ++j) {
@@ -151,7 +206,7 @@ void cpu_backend::flash_attn(const fa_desc & d, const fa_plan & plan, const fa_a
         const int64_t c = item % plan.n_chunks, s = item / plan.n_chunks;
         const int64_t c0 = c * plan.chunk;
         const int64_t c1 = std::min(d.n_kv, c0 + plan.chunk);
-        run_chunk(d, a, qrot, s, c0, c1, fa_partial_.data() + (size_t) item * per_item, fa_scratch_[(size_t) thread]);
+        run_chunk(d, a, qrot, s, c0, c1, fa_partial_.data() + (size_t) item * per_item, fa_scratch_[(size_t) thread], fa_grouped_);
     });
 
     // log-sum-exp merge of the chunks of each stream into out

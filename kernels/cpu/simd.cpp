@@ -158,7 +158,15 @@ void tile_scores_finish(float * s, const float * mv, int64_t nt, float scale, fl
 
 float tile_softmax(float * s, int64_t nt, float m, float * m_new) {
     float mt = -INFINITY;
-    for (int64_t j = 0; j < nt; ++j) mt = std::fmax(mt, s[j]);
+    int64_t j0 = 0;
+#if defined(__AVX512F__)
+    if (nt >= 16) {  // scores are never NaN here (finished scores are finite or -INF), so max_ps is exact
+        __m512 mx = _mm512_loadu_ps(s);
+        for (j0 = 16; j0 + 16 <= nt; j0 += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j0));
+        mt = _mm512_reduce_max_ps(mx);
+    }
+#endif
+    for (int64_t j = j0; j < nt; ++j) mt = s[j] > mt ? s[j] : mt;
     *m_new = m;
     if (mt == -INFINITY) {
         for (int64_t j = 0; j < nt; ++j) s[j] = 0.0f;

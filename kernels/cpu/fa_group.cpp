@@ -1,0 +1,212 @@
+#include "cpu/fa_group.h"
+
+// GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#if defined(__AVX512F__) && defined(__F16C__)
+#include <immintrin.h>
+#define KVSIM_FA_GROUP 1
+#endif
+
+#include <algorithm>
+
+#include "quant.h"
+
+namespace kvsim::cpu {
+
+#if KVSIM_FA_GROUP
+namespace {
+
+// Elements e..e+15 of one head row as f32; e % 16 == 0 (so a 16-run never straddles a 32-block).
+template <ggml_type T> inline __m512 load16(const char * row, int64_t e);
+
+template <> inline __m512 load16<ggml_type::f32>(const char * row, int64_t e) {
+    return _mm512_loadu_ps(reinterpret_cast<const float *>(row) + e);
+}
+
+template <> inline __m512 load16<ggml_type::f16>(const char * row, int64_t e) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + e * 2)));
+}
+
+template <> inline __m512 load16<ggml_type::q8_0>(const char * row, int64_t e) {
+    const block_q8_0 * b = reinterpret_cast<const block_q8_0 *>(row) + e / QK8_0;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + e % QK8_0));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(b->d)));
+}
+
+template <> inline __m512 load16<ggml_type::q4_0>(const char * row, int64_t e) {
+    // ggml q4_0: element i of a block is the low nibble of qs[i] (i < 16) or the high nibble of qs[i - 16]
+    const block_q4_0 * b = reinterpret_cast<const block_q4_0 *>(row) + e / QK4_0;
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs));
+    if (e % QK4_0) q = _mm_srli_epi16(q, 4);
+    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
+    const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(8));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(_cvtsh_ss(b->d)));
+}
+
+// Horizontal sums of 16 vectors at once (a 4-level add tree instead of 16 reductions):
+// lane 4*a + b of the result is the sum of v[4*b + a].
+inline __m512 add_pairs(__m512 a, __m512 b, int level) {
+    switch (level) {
+        case 0: return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+        case 1: return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+        default: return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+    }
+}
+
+inline __m512 reduce16(__m512 * v) {
+    for (int n = 16, level = 0; n > 1; n /= 2, ++level) {
+        for (int i = 0; i < n / 2; ++i) v[i] = add_pairs(v[2 * i], v[2 * i + 1], level);
+    }
+    return v[0];
+}
+
+// 4 query rows x 4 cells: acc[c*4 + r] accumulates q[r] . K_c, so reduce16 puts row r's four scores in lanes 4r..4r+3.
+template <ggml_type T>
+void qk_4x4(const float * const * q, const char * const * k, int64_t dk, float * const * out) {
+    __m512 acc[16];
+    for (auto & a : acc) a = _mm512_setzero_ps();
+    for (int64_t e = 0; e < dk; e += 16) {
+        const __m512 q0 = _mm512_loadu_ps(q[0] + e), q1 = _mm512_loadu_ps(q[1] + e);
+        const __m512 q2 = _mm512_loadu_ps(q[2] + e), q3 = _mm512_loadu_ps(q[3] + e);
+        for (int c = 0; c < 4; ++c) {
+            const __m512 kv = load16<T>(k[c], e);
+            acc[c * 4 + 0] = _mm512_fmadd_ps(q0, kv, acc[c * 4 + 0]);
+            acc[c * 4 + 1] = _mm512_fmadd_ps(q1, kv, acc[c * 4 + 1]);
+            acc[c * 4 + 2] = _mm512_fmadd_ps(q2, kv, acc[c * 4 + 2]);
+            acc[c * 4 + 3] = _mm512_fmadd_ps(q3, kv, acc[c * 4 + 3]);
+        }
+    }
+    const __m512 s = reduce16(acc);
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, s);
+    for (int r = 0; r < 4; ++r) {
+        for (int c = 0; c < 4; ++c) out[r][c] = lanes[4 * r + c];
+    }
+}
+
+template <ggml_type T>
+void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk, float * scores,
+        int64_t ld, prefetch_stream & pf) {
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+        // a short last row block repeats its first row into a throw-away output
+        const float * qb[4];
+        for (int r = 0; r < 4; ++r) qb[r] = q[std::min(r0 + r, n_rows - 1)];
+        for (int64_t j = 0; j < nt; j += 4) {
+            const char * kb[4];
+            for (int c = 0; c < 4; ++c) kb[c] = k0 + (size_t) std::min(j + c, nt - 1) * stride;
+            float tmp[4][4];
+            float * ob[4] = {tmp[0], tmp[1], tmp[2], tmp[3]};
+            qk_4x4<T>(qb, kb, dk, ob);
+            pf.step();
+            for (int r = 0; r < 4 && r0 + r < n_rows; ++r) {
+                float * dst = scores + (r0 + r) * ld + j;
+                for (int c = 0; c < 4 && j + c < nt; ++c) dst[c] = tmp[r][c];
+            }
+        }
+    }
+}
+
+// 4 accumulator rows x 64 V elements in registers across the tile; each V vector is loaded and converted once
+// for the four rows.
+template <ggml_type T>
+void pv_4x64(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
+             int64_t e0, const char * live, prefetch_stream & pf) {
+    __m512 a[4][4];
+    for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 4; ++c) a[r][c] = r < n_valid ? _mm512_loadu_ps(acc[r] + e0 + 16 * c) : _mm512_setzero_ps();
+    for (int64_t j = 0; j < nt; ++j) {
+        pf.step();
+        if (!live[j]) continue;
+        const char * row = v0 + (size_t) j * stride;
+        __m512 v[4];
+        for (int c = 0; c < 4; ++c) v[c] = load16<T>(row, e0 + 16 * c);
+        for (int r = 0; r < 4; ++r) {
+            const __m512 w = _mm512_set1_ps(p[r][j]);
+            for (int c = 0; c < 4; ++c) a[r][c] = _mm512_fmadd_ps(w, v[c], a[r][c]);
+        }
+    }
+    for (int r = 0; r < n_valid; ++r)
+        for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc[r] + e0 + 16 * c, a[r][c]);
+}
+
+template <ggml_type T>
+void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
+             int64_t e0, const char * live, prefetch_stream & pf) {
+    __m512 a[4];
+    for (int r = 0; r < 4; ++r) a[r] = r < n_valid ? _mm512_loadu_ps(acc[r] + e0) : _mm512_setzero_ps();
+    for (int64_t j = 0; j < nt; ++j) {
+        pf.step();
+        if (!live[j]) continue;
+        const __m512 v = load16<T>(v0 + (size_t) j * stride, e0);
+        for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r][j]), v, a[r]);
+    }
+    for (int r = 0; r < n_valid; ++r) _mm512_storeu_ps(acc[r] + e0, a[r]);
+}
+
+template <ggml_type T>
+void pv(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
+        int64_t dv, const char * live, prefetch_stream & pf) {
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
+        const float * pb[4];
+        float * ab[4];
+        for (int r = 0; r < 4; ++r) {
+            const int64_t rr = std::min(r0 + r, n_rows - 1);
+            pb[r] = p + rr * ld;
+            ab[r] = acc[rr];
+        }
+        int64_t e0 = 0;
+        for (; e0 + 64 <= dv; e0 += 64) pv_4x64<T>(ab, pb, n_valid, v0, stride, nt, e0, live, pf);
+        for (; e0 < dv; e0 += 16) pv_4x16<T>(ab, pb, n_valid, v0, stride, nt, e0, live, pf);
+    }
+}
+
+}  // namespace
+
+bool fa_group_supported(ggml_type tk, ggml_type tv, int64_t head_dim_k, int64_t head_dim_v) {
+    const auto ok = [](ggml_type t) {
+        return t == ggml_type::f32 || t == ggml_type::f16 || t == ggml_type::q8_0 || t == ggml_type::q4_0;
+    };
+    return ok(tk) && ok(tv) && head_dim_k % 16 == 0 && head_dim_v % 16 == 0 && head_dim_k > 0 && head_dim_v > 0;
+}
+
+void fa_group_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
+                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf) {
+    switch (tk) {
+        case ggml_type::f32: return qk<ggml_type::f32>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf);
+        case ggml_type::f16: return qk<ggml_type::f16>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf);
+        case ggml_type::q8_0: return qk<ggml_type::q8_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf);
+        case ggml_type::q4_0: return qk<ggml_type::q4_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf);
+        default: return;
+    }
+}
+
+void fa_group_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
+                 size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf) {
+    switch (tv) {
+        case ggml_type::f32: return pv<ggml_type::f32>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf);
+        case ggml_type::f16: return pv<ggml_type::f16>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf);
+        case ggml_type::q8_0: return pv<ggml_type::q8_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf);
+        case ggml_type::q4_0: return pv<ggml_type::q4_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf);
+        default: return;
+    }
+}
+
+#else
+
+bool fa_group_supported(ggml_type, ggml_type, int64_t, int64_t) { return false; }
+void fa_group_qk(ggml_type, const float * const *, int64_t, const char *, size_t, int64_t, int64_t, float *, int64_t,
+                 prefetch_stream &) {}
+void fa_group_pv(ggml_type, float * const *, const float *, int64_t, int64_t, const char *, size_t, int64_t, int64_t,
+                 const char *, prefetch_stream &) {}
+
+#endif
+
+int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_v) {
+    const int64_t row_blocks = (n_rows + 3) / 4;
+    const int64_t e_blocks = head_dim_v / 64 + (head_dim_v % 64) / 16;
+    return row_blocks * ((nt + 3) / 4 + e_blocks * nt);
+}
+
+}  // namespace kvsim::cpu
