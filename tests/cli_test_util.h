@@ -44,10 +44,10 @@ struct cli_result {
     std::string out, err;
 };
 
-// Runs `kvsim ARGS` (args already shell-quoted where needed) in the current directory.
-inline cli_result run_kvsim(const std::string & args) {
+// Runs `BINARY ARGS` (a built CLI; args already shell-quoted where needed) in the current directory.
+inline cli_result run_cli(const std::string & binary, const std::string & args) {
     scratch_dir io("cli_io");
-    const std::string cmd = std::string(KVSIM_BINARY_DIR) + "/kvsim " + args + " >" + (io / "out") + " 2>" + (io / "err");
+    const std::string cmd = std::string(KVSIM_BINARY_DIR) + "/" + binary + " " + args + " >" + (io / "out") + " 2>" + (io / "err");
     const int st = std::system(cmd.c_str());
     cli_result r;
     r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -55,6 +55,9 @@ inline cli_result run_kvsim(const std::string & args) {
     r.err = read_text(io / "err");
     return r;
 }
+
+inline cli_result run_kvsim(const std::string & args) { return run_cli("kvsim", args); }
+inline cli_result run_kvbench(const std::string & args) { return run_cli("kvbench", args); }
 
 inline std::vector<std::string> lines_of(const std::string & text) {
     std::vector<std::string> v;

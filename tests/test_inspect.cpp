@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <sys/wait.h>
 
 using namespace kvsim;
 using json = nlohmann::json;
@@ -178,4 +180,35 @@ TEST_CASE("kvsim inspect / convert CLI: exit statuses, JSON output") {
     CHECK(sh(kvsim + " convert " + src + "/traces/requests/mooncake_sample.jsonl " + out + " --to nonsense") == 2);
     std::filesystem::remove(out);
     std::filesystem::remove(js);
+}
+
+// docs/reliability.md, bad-input run: `kvsim inspect /dev/zero` never finished (the format probe
+// read a "first line" without end). `timeout` turns a regression into a failure, not a hung test.
+TEST_CASE("kvsim inspect / replay / convert of /dev/zero and of a file without line ends exit 2 at once") {
+    const std::string kvsim = bin + "/kvsim";
+    REQUIRE(std::filesystem::exists(kvsim));
+    const std::string no_newlines = tmp("no_newlines.csv");
+    std::ofstream(no_newlines, std::ios::binary) << std::string((size_t) 3 << 20, 'y');
+    const std::string err = tmp("zero.err");
+    struct expect {
+        std::string args, in_stderr;
+    };
+    const std::vector<expect> cases = {
+        {"inspect /dev/zero", "/dev/zero: not a regular file"},
+        {"replay /dev/zero --backend none", "/dev/zero: not a regular file"},
+        {"convert /dev/zero " + tmp("never.csv") + " --to azure", "/dev/zero: not a regular file"},
+        {"inspect " + no_newlines, no_newlines + ":1: line 1 longer than 1048576 bytes"},
+        {"replay " + no_newlines + " --backend none", no_newlines + ":1: line 1 longer than 1048576 bytes"},
+    };
+    for (const auto & c : cases) {
+        CAPTURE(c.args);
+        const int st = std::system(("timeout 60 " + kvsim + " " + c.args + " > /dev/null 2> " + err).c_str());
+        CHECK((WIFEXITED(st) ? WEXITSTATUS(st) : -1) == 2);
+        std::ifstream e(err);
+        const std::string text((std::istreambuf_iterator<char>(e)), {});
+        CHECK_MESSAGE(text.find(c.in_stderr) != std::string::npos, "stderr: ", text);
+    }
+    CHECK(!std::filesystem::exists(tmp("never.csv")));
+    std::filesystem::remove(no_newlines);
+    std::filesystem::remove(err);
 }

@@ -1,17 +1,25 @@
-// Inputs the fuzzers (tests/fuzz, docs/reliability.md) found to crash, hit undefined behaviour
-// or break a reader's contract, kept as tests once fixed. Each case names the harness that found
+// Inputs the fuzzers (tests/fuzz, docs/reliability.md) and the bad-input run found to crash, hang,
+// hit undefined behaviour or break a contract, kept as tests once fixed. Each case names who found
 // it and what used to happen.
 #include "trace/op_trace.h"
 #include "trace/request_trace.h"
+#include "trace/text_lines.h"
+#include "util/atomic_file.h"
 #include "util/errors.h"
 
 #include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
+#include <sstream>
 #include <string>
 
 using namespace kvsim;
@@ -96,4 +104,142 @@ TEST_CASE("a NUL byte inside a trace line is refused with its line, not silently
         CHECK(std::string(e.what()).find("NUL") != std::string::npos);
     }
     std::filesystem::remove(path);
+}
+
+// ---- bad-input run (docs/reliability.md): output paths that are links, devices or pipes ----
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh scratch directory under the build directory.
+fs::path scratch_dir(const std::string & name) {
+    const fs::path dir = fs::path(KVSIM_BINARY_DIR) / "test_regressions_tmp" / name;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+std::string slurp(const fs::path & p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_atomically(const std::string & path, const std::string & text) {
+    atomic_file f(path);
+    f.out() << text;
+    f.commit();
+}
+
+}  // namespace
+
+TEST_CASE("atomic_file through a chain of symlinks replaces the final target and keeps the links") {
+    const fs::path d = scratch_dir("links");
+    fs::create_directories(d / "sub");
+    std::ofstream(d / "sub/real.txt") << "old";
+    fs::create_symlink("sub/real.txt", d / "a");   // relative, resolved against the link's directory
+    fs::create_symlink(d / "a", d / "b");          // absolute, to another link
+    write_atomically((d / "b").string(), "new");
+    CHECK(fs::is_symlink(d / "a"));
+    CHECK(fs::is_symlink(d / "b"));
+    CHECK(slurp(d / "sub/real.txt") == "new");
+    CHECK(std::distance(fs::directory_iterator(d / "sub"), {}) == 1);   // no temporary file left
+
+    fs::create_symlink("sub/created.txt", d / "dangling");
+    write_atomically((d / "dangling").string(), "made");
+    CHECK(fs::is_symlink(d / "dangling"));
+    CHECK(slurp(d / "sub/created.txt") == "made");
+
+    fs::create_symlink("loop2", d / "loop1");
+    fs::create_symlink("loop1", d / "loop2");
+    CHECK_THROWS_WITH_AS(atomic_file((d / "loop1").string()), doctest::Contains("too many levels of symbolic links"), usage_error);
+    CHECK_THROWS_WITH_AS(atomic_file(d.string()), doctest::Contains("is a directory"), usage_error);
+}
+
+TEST_CASE("atomic_file writes a FIFO, a pipe reached through /proc and /dev/null in place; /dev/full reports ENOSPC") {
+    const fs::path d = scratch_dir("nodes");
+    const std::string fifo = (d / "fifo").string();
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);   // a reader, so opening for writing does not block
+    REQUIRE(reader >= 0);
+    {
+        atomic_file f(fifo);
+        CHECK(f.direct());
+        f.out() << "through the fifo";
+        f.commit();
+    }
+    char buf[64] = {};
+    CHECK(std::string(buf, (size_t) read(reader, buf, sizeof buf)) == "through the fifo");
+    close(reader);
+    CHECK(fs::is_fifo(fifo));
+
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    {
+        atomic_file f("/proc/self/fd/" + std::to_string(p[1]));   // what /dev/stdout resolves to
+        CHECK(f.direct());
+        f.out() << "through the pipe";
+        f.commit();
+    }
+    close(p[1]);
+    CHECK(std::string(buf, (size_t) read(p[0], buf, sizeof buf)) == "through the pipe");
+    close(p[0]);
+
+    for (const char * dev : {"/dev/null", "/dev/full"}) {
+        atomic_file f(dev);
+        REQUIRE(f.direct());   // never commit a rename onto a device
+        f.out() << std::string(200000, 'x');   // more than one buffer: the first failed write is what counts
+        if (std::string(dev) == "/dev/null") {
+            CHECK_NOTHROW(f.commit());
+        } else {
+            CHECK_THROWS_WITH_AS(f.commit(), "cannot write /dev/full: No space left on device", std::runtime_error);
+        }
+        CHECK(fs::is_character_file(dev));
+    }
+}
+
+// ---- bad-input run: `kvsim inspect /dev/zero` never finished ----
+
+TEST_CASE("a trace must be a regular file: devices, FIFOs and directories are refused at once") {
+    const fs::path d = scratch_dir("trace_nodes");
+    const std::string fifo = (d / "fifo").string();
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    for (const std::string & path : {std::string("/dev/zero"), std::string("/dev/urandom"), fifo}) {
+        CAPTURE(path);
+        CHECK_THROWS_WITH_AS(read_request_trace(path), doctest::Contains("not a regular file"), input_error);
+        CHECK_THROWS_WITH_AS(read_op_trace(path), doctest::Contains("not a regular file"), input_error);
+        CHECK_THROWS_WITH_AS(read_first_line(path), doctest::Contains("not a regular file"), input_error);
+    }
+    CHECK_THROWS_WITH_AS(read_request_trace(d.string()), doctest::Contains("is a directory"), input_error);
+    CHECK_THROWS_WITH_AS(read_first_line((d / "missing.csv").string()), doctest::Contains("cannot open trace file"), input_error);
+}
+
+TEST_CASE("a line longer than 1 MiB is an input error naming the line, from a file or a stream") {
+    const std::string header = "batch,op,seq,n_tokens,p0,p1,delta,seq_dst\n";
+    const std::string longest(k_max_line_bytes, 'x');
+    auto error_of = [](auto && f) -> input_error {
+        try {
+            f();
+        } catch (const input_error & e) {
+            return e;
+        }
+        FAIL("no input_error");
+        return input_error("", 0, "", "");
+    };
+    const std::string no_newlines = scratch("no_newlines.csv", std::string(3 * k_max_line_bytes, 'y'));
+    const input_error a = error_of([&] { read_request_trace(no_newlines); });
+    CHECK(a.line() == 1);
+    CHECK(std::string(a.what()) == no_newlines + ":1: line 1 longer than 1048576 bytes (a binary file, or a file without line ends?)");
+    CHECK_THROWS_WITH_AS(read_first_line(no_newlines), doctest::Contains("line 1 longer than 1048576 bytes"), input_error);
+
+    const std::string third = scratch("long_third.csv", header + "1,decode,0,8,,,,\n" + longest + "z\n");
+    CHECK(error_of([&] { read_op_trace(third); }).line() == 3);
+    std::istringstream in(header + "1,decode,0,8,,,,\n" + longest + "z\n");
+    const input_error s = error_of([&] { parse_op_trace(in, "stream.csv"); });
+    CHECK(s.line() == 3);
+    CHECK(std::string(s.what()).find("longer than 1048576 bytes") != std::string::npos);
+
+    // exactly the limit is still a line (an unknown op, not a length error)
+    const std::string at_limit = scratch("at_limit.csv", header + longest + "\n");
+    CHECK(std::string(error_of([&] { read_op_trace(at_limit); }).what()).find("longer than") == std::string::npos);
 }

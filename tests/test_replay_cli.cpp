@@ -1,6 +1,7 @@
 // `kvsim replay` end to end through the built binary: the shipped traces run and write
 // well-formed reports; bad inputs exit 2, name file/line/value, and leave no output behind.
 #include "cli_test_util.h"
+#include "util/atomic_file.h"
 
 #include <doctest/doctest.h>
 
@@ -178,5 +179,111 @@ TEST_CASE("bad inputs exit 2, name the file, line and value, and leave no output
         for (const auto & s : c.in_stderr) CHECK_MESSAGE(r.err.find(s) != std::string::npos, "stderr: ", r.err);
         CHECK(files_in(dir.path.string()) == 0);
         CHECK(r.out.empty());
+    }
+}
+
+// docs/reliability.md, bad-input run: rename onto the output path replaced a symlink with a
+// regular file and (as root) /dev/null or /dev/full with one.
+TEST_CASE("outputs through a symlink write the link's target; devices and /dev/stdout are written directly") {
+    scratch_dir dir("cli_links");
+    const std::string trace = "traces/requests/mooncake_sample.jsonl --model tiny-llama -c 4096 -np 2" + std::string(k_fast);
+    std::ofstream(dir / "real.csv") << "old\n";
+    fs::create_symlink("real.csv", dir / "link.csv");              // relative link
+    fs::create_symlink(dir / "new.jsonl", dir / "dangling.jsonl");  // target does not exist yet
+    const auto r = run_kvsim("replay " + trace + " --emit-ops " + (dir / "link.csv") + " --dump-cells " + (dir / "dangling.jsonl"));
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    CHECK(fs::is_symlink(dir / "link.csv"));
+    CHECK(fs::is_symlink(dir / "dangling.jsonl"));
+    CHECK(lines_of(read_text(dir / "real.csv")).front() == "batch,op,seq,n_tokens,p0,p1,delta,seq_dst");
+    CHECK(fs::is_regular_file(dir / "new.jsonl"));
+    for (const auto & e : fs::directory_iterator(dir.path)) {
+        CHECK_MESSAGE(e.path().filename().string().find(".tmp-") == std::string::npos, "left behind: ", e.path());
+    }
+
+    // /dev/stdout is the test's capture file, reached through /proc/self/fd/1: written in place
+    const auto s = run_kvsim("replay " + trace + " --emit-ops /dev/stdout");
+    REQUIRE_MESSAGE(s.rc == 0, s.err);
+    CHECK(lines_of(s.out).front() == "batch,op,seq,n_tokens,p0,p1,delta,seq_dst");
+    CHECK(lines_of(s.out).size() > 10);
+
+    // only run against the real devices when atomic_file plans a direct write (a regression must
+    // not get to rename onto them)
+    for (const char * dev : {"/dev/null", "/dev/full"}) {
+        kvsim::atomic_file probe(dev);
+        REQUIRE(probe.direct());
+    }
+    const auto n = run_kvsim("replay " + trace + " --emit-ops /dev/null");
+    CHECK_MESSAGE(n.rc == 0, n.err);
+    CHECK(fs::is_character_file("/dev/null"));
+    const auto f = run_kvsim("convert traces/requests/azure_sample.csv /dev/full --to burstgpt");
+    CHECK(f.rc == 1);
+    CHECK_MESSAGE(f.err.find("cannot write /dev/full: No space left on device") != std::string::npos, f.err);
+    CHECK(fs::is_character_file("/dev/full"));
+}
+
+// docs/reliability.md, bad-input run: a request-trace run's requests.csv stayed next to a later
+// op-trace run's summary.json in the same --out.
+TEST_CASE("a replay removes kvsim's own files left in --out by an earlier run, and nothing else") {
+    scratch_dir dir("cli_stale");
+    const std::string out = dir / "out";
+    const auto a = run_kvsim("replay traces/requests/mooncake_sample.jsonl --model tiny-llama -c 4096 -np 2 --out " + out + k_fast);
+    REQUIRE_MESSAGE(a.rc == 0, a.err);
+    REQUIRE(fs::exists(out + "/requests.csv"));
+    std::ofstream(out + "/bandwidth.csv") << "from an older timed run\n";
+    std::ofstream(out + "/notes.txt") << "the user's\n";
+    fs::create_directory(out + "/report.d");
+
+    // a failed run changes nothing
+    const auto bad = run_kvsim("replay tests/data/sched/ops_unknown_op.csv --model tiny-llama --out " + out + k_fast);
+    CHECK(bad.rc == 2);
+    CHECK(fs::exists(out + "/requests.csv"));
+    CHECK(json::parse(read_text(out + "/summary.json")).at("kind") == "request_trace");
+
+    const auto b = run_kvsim("replay traces/ops/two_seq_interleave.csv --model tiny-llama -c 256 -np 2 -kvu --out " + out + k_fast);
+    REQUIRE_MESSAGE(b.rc == 0, b.err);
+    CHECK(json::parse(read_text(out + "/summary.json")).at("kind") == "op_trace");
+    CHECK_FALSE(fs::exists(out + "/requests.csv"));
+    CHECK_FALSE(fs::exists(out + "/bandwidth.csv"));
+    CHECK(fs::exists(out + "/occupancy.csv"));
+    CHECK(fs::exists(out + "/report.html"));
+    CHECK(read_text(out + "/notes.txt") == "the user's\n");
+    CHECK(fs::is_directory(out + "/report.d"));
+}
+
+// docs/reliability.md, bad-input run: --arrivals on an op trace and --keep without
+// --context-shift were silently ignored.
+TEST_CASE("options that would do nothing are refused with exit 2, only when given") {
+    const std::string ops = "replay traces/ops/context_shift.csv --model tiny-llama -c 256 -np 2 -kvu" + std::string(k_fast);
+    const std::string req = "replay traces/requests/azure_sample.csv --model tiny-llama -c 4096 -np 2" + std::string(k_fast);
+    struct refused {
+        std::string args;
+        std::vector<std::string> in_stderr;
+    };
+    const std::vector<refused> cases = {
+        {ops + " --arrivals saturate", {"--arrivals applies to request traces only", "traces/ops/context_shift.csv is an op trace"}},
+        {ops + " --context-shift --limit 5", {"--context-shift, --limit apply to request traces only"}},
+        {ops + " --device h200 --step-time roofline", {"--device, --step-time apply"}},   // default values, given explicitly
+        {ops + " --bandwidth-gbs 100 --tflops 50 --no-cache-prompt --no-share-prefix --slot-prompt-similarity 0.5",
+         {"--no-cache-prompt", "--no-share-prefix", "--slot-prompt-similarity", "--bandwidth-gbs", "--tflops"}},
+        {ops + " --context-shift --keep 4 --n-discard 2", {"--context-shift, --keep, --n-discard apply"}},
+        {ops + " --format ops --arrivals trace", {"--arrivals applies to request traces only"}},
+        {ops + " --keep 4", {"--keep only applies with --context-shift"}},
+        {req + " --keep 64", {"--keep only applies with --context-shift"}},
+        {req + " --n-discard 8", {"--n-discard only applies with --context-shift"}},
+    };
+    for (const auto & c : cases) {
+        CAPTURE(c.args);
+        scratch_dir dir("cli_refused");
+        const auto r = run_kvsim(c.args + " --out " + (dir / "out"));
+        CHECK(r.rc == 2);
+        for (const auto & s : c.in_stderr) CHECK_MESSAGE(r.err.find(s) != std::string::npos, "stderr: ", r.err);
+        CHECK(files_in(dir.path.string()) == 0);
+    }
+    // what op traces do use, and the same knobs where they apply
+    for (const std::string & ok : {ops + " --occupancy-every 2 --trace-json /dev/null", req + " --context-shift --keep 64 --n-discard 8",
+                                 req + " --arrivals saturate --limit 5 --device a100 --step-time roofline --no-cache-prompt"}) {
+        CAPTURE(ok);
+        const auto r = run_kvsim(ok);
+        CHECK_MESSAGE(r.rc == 0, r.err);
     }
 }

@@ -48,25 +48,31 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--out", o.out_dir, "Directory for reports: summary.json, occupancy.csv, requests.csv, bandwidth.csv, report.html");
     cmd.add_option("--trace-json", o.trace_json, "Write a Chrome trace-event / Perfetto timeline of the replay (open in ui.perfetto.dev)");
     cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable)");
-    cmd.add_flag("--context-shift", o.server.context_shift, "Shift a full slot (seq_rm + seq_add) instead of stopping it");
-    cmd.add_option("--keep", o.server.n_keep, "n_keep: tokens kept at a context shift (-1 = the whole prompt)")
-        ->capture_default_str();
-    cmd.add_option("--n-discard", o.server.n_discard, "n_discard at a context shift (0 = n_left / 2)")->capture_default_str();
-    cmd.add_option("--arrivals", arrivals, "trace: requests arrive at their timestamps; saturate: admit as soon as a slot frees")
-        ->check(CLI::IsMember({"trace", "saturate"}))
-        ->capture_default_str();
-    cmd.add_flag("--no-cache-prompt", no_cache_prompt, "Do not reuse a slot's cached prompt prefix (server cache_prompt=false)");
-    cmd.add_flag("--no-share-prefix", no_share_prefix, "Do not copy a cached prefix from another slot with seq_cp");
-    cmd.add_option("--slot-prompt-similarity", o.server.slot_prompt_similarity,
-                   "Prefer the idle slot whose cached prefix covers more than this fraction of the prompt")
-        ->capture_default_str();
-    cmd.add_option("--device", device, "Step-time roofline device: h200 h100 a100 cpu")
-        ->check(CLI::IsMember({"h200", "h100", "a100", "cpu"}))
-        ->capture_default_str();
-    cmd.add_option("--bandwidth-gbs", bandwidth_gbs, "Override the device memory bandwidth (GB/s)");
-    cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)");
+    // request_only / shift_only: checked in check_given_options
+    request_only.push_back(
+        cmd.add_flag("--context-shift", o.server.context_shift, "Shift a full slot (seq_rm + seq_add) instead of stopping it"));
+    shift_only.push_back(cmd.add_option("--keep", o.server.n_keep, "n_keep: tokens kept at a context shift (-1 = the whole prompt)")
+                             ->capture_default_str());
+    shift_only.push_back(
+        cmd.add_option("--n-discard", o.server.n_discard, "n_discard at a context shift (0 = n_left / 2)")->capture_default_str());
+    request_only.push_back(
+        cmd.add_option("--arrivals", arrivals, "trace: requests arrive at their timestamps; saturate: admit as soon as a slot frees")
+            ->check(CLI::IsMember({"trace", "saturate"}))
+            ->capture_default_str());
+    request_only.push_back(
+        cmd.add_flag("--no-cache-prompt", no_cache_prompt, "Do not reuse a slot's cached prompt prefix (server cache_prompt=false)"));
+    request_only.push_back(
+        cmd.add_flag("--no-share-prefix", no_share_prefix, "Do not copy a cached prefix from another slot with seq_cp"));
+    request_only.push_back(cmd.add_option("--slot-prompt-similarity", o.server.slot_prompt_similarity,
+                                          "Prefer the idle slot whose cached prefix covers more than this fraction of the prompt")
+                               ->capture_default_str());
+    request_only.push_back(cmd.add_option("--device", device, "Step-time roofline device: h200 h100 a100 cpu")
+                               ->check(CLI::IsMember({"h200", "h100", "a100", "cpu"}))
+                               ->capture_default_str());
+    request_only.push_back(cmd.add_option("--bandwidth-gbs", bandwidth_gbs, "Override the device memory bandwidth (GB/s)"));
+    request_only.push_back(cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)"));
     cmd.add_option("--occupancy-every", o.occupancy_every, "occupancy.csv: one row every N ubatches (0 = auto, about 20k rows)");
-    cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)");
+    request_only.push_back(cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)"));
     cmd.add_option("--backend", o.kernels.backend, "Attention kernels: auto (cuda if built and a GPU is present, else cpu), cpu, cuda, none")
         ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
         ->capture_default_str();
@@ -82,9 +88,11 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_flag("--verify", o.kernels.verify, "Check sampled steps against naive attention over each sequence's cells");
     cmd.add_option("--verify-every", o.kernels.verify_every, "With --verify: verify one timed step in N (0 = all)")->capture_default_str();
     cmd.add_flag("--no-rot", o.kernels.no_rot, "No Hadamard rotation of quantized caches (LLAMA_ATTN_ROT_DISABLE)");
-    cmd.add_option("--step-time", step_time, "Simulated step time: roofline, or measured (attention part from the timed kernels)")
-        ->check(CLI::IsMember({"roofline", "measured"}))
-        ->capture_default_str();
+    request_only.push_back(
+        cmd.add_option("--step-time", step_time, "Simulated step time: roofline, or measured (attention part from the timed kernels)")
+            ->check(CLI::IsMember({"roofline", "measured"}))
+            ->capture_default_str());
+    request_only.insert(request_only.end(), shift_only.begin(), shift_only.end());
     cmd.add_flag("-q,--quiet", o.quiet, "No terminal summary");
     cmd.add_flag("--no-progress", no_progress, "Never draw a progress bar");
     cmd.add_flag("--progress", force_progress, "Draw a progress bar even when stderr is not a terminal");
@@ -152,7 +160,23 @@ replay_options replay_cli::finish() {
     }
     if (no_progress) o.progress = false;
     if (force_progress) o.progress = true;
+    check_given_options(o);
     return o;
+}
+
+// An option that would change nothing is refused rather than silently ignored, so a user never
+// reads results believing a knob was in effect. Only options given on the command line count
+// (count() > 0): their defaults are always "set".
+void replay_cli::check_given_options(replay_options & o) const {
+    if (!o.server.context_shift) {
+        for (const CLI::Option * op : shift_only) {
+            if (op->count() > 0) throw usage_error(op->get_name() + " only applies with --context-shift (it shapes the shift)");
+        }
+    }
+    // The trace kind is known only once run_replay has looked at the file: it refuses these there.
+    for (const CLI::Option * op : request_only) {
+        if (op->count() > 0) o.request_only_given.push_back(op->get_name());
+    }
 }
 
 namespace {

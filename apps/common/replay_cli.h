@@ -17,10 +17,15 @@ struct replay_cli {
     std::string arrivals = "trace", device = "h200";
     std::optional<double> bandwidth_gbs, peak_tflops;
     std::string step_time = "roofline";
+    // Options that only shape the simulated server (refused on an op trace when given), and the
+    // context-shift knobs (refused without --context-shift when given).
+    std::vector<CLI::Option *> request_only, shift_only;
 
     void add_to(CLI::App & cmd);
     // Resolve the model preset and overrides, types and flags. Throws usage_error.
     replay_options finish();
+    // finish()'s checks of options that were given but would do nothing. Throws usage_error.
+    void check_given_options(replay_options & o) const;
     // finish(), create the kernel hooks for --backend, run the replay; returns the exit status
     // (EXIT_OK, or EXIT_FAILURE_INTERNAL when --verify found a mismatch).
     int run(std::ostream & term);

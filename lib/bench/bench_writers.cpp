@@ -193,9 +193,14 @@ void write_outputs(const std::string & dir, const sweep_output & o) {
     svg.commit();
 }
 
-sweep_output read_output(const std::string & dir_or_file) {
+std::string kvbench_json_path(const std::string & dir_or_file) {
     std::filesystem::path p(dir_or_file);
     if (std::filesystem::is_directory(p)) p /= "kvbench.json";
+    return p.string();
+}
+
+sweep_output read_output(const std::string & dir_or_file) {
+    const std::filesystem::path p(kvbench_json_path(dir_or_file));
     std::ifstream in(p);
     if (!in) throw input_error(p.string(), 0, "", "cannot open kvbench output");
     try {

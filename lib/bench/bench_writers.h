@@ -22,6 +22,8 @@ void write_svg(std::ostream & os, const sweep_output & o);
 // Write DIR/kvbench.csv, DIR/kvbench.json, DIR/kvbench.svg atomically (creates DIR). Throws std::runtime_error
 // on I/O failure.
 void write_outputs(const std::string & dir, const sweep_output & o);
+// DIR/kvbench.json for a directory, the path itself otherwise: the file read_output reads.
+std::string kvbench_json_path(const std::string & dir_or_file);
 // Read DIR/kvbench.json (or a .json file path). Throws input_error(path, 0, "", why) when missing or malformed.
 sweep_output read_output(const std::string & dir_or_file);
 

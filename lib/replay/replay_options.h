@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kvsim {
 
@@ -40,6 +41,9 @@ struct replay_options {
     kernel_options kernels;
     bool quiet = false;                 // no terminal summary
     std::optional<bool> progress;       // unset = only when stderr is a terminal
+    // Request-trace options the user gave explicitly (--arrivals, --context-shift, --device, ...),
+    // by name: an op trace has no server to simulate, so run_replay refuses them there.
+    std::vector<std::string> request_only_given;
 };
 
 // Exit statuses of the CLIs.

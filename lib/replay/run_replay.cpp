@@ -9,6 +9,7 @@
 #include "report/trace_events.h"
 #include "report/requests_report.h"
 #include "sched/server_sim.h"
+#include "trace/text_lines.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/progress.h"
@@ -25,15 +26,9 @@ namespace kvsim {
 namespace {
 using json = nlohmann::json;
 
-std::string first_line(const std::string & path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        throw input_error(path, 0, "", "cannot open trace file");
-    }
-    std::string line;
-    std::getline(in, line);
-    return line;
-}
+// The files a replay writes into --out. Each run removes those it did not write itself (see
+// outputs::remove_stale), so the directory never mixes two runs; other names are never touched.
+const char * const k_out_files[] = {"occupancy.csv", "requests.csv", "summary.json", "bandwidth.csv", "report.html"};
 
 // Every output must be a distinct path that is not a directory: checked before any work, so a
 // bad path fails in a second rather than after the replay (and two writers never share a file).
@@ -49,9 +44,7 @@ void check_paths(const replay_options & o, bool is_request_trace) {
         if (std::filesystem::exists(o.out_dir) && !std::filesystem::is_directory(o.out_dir)) {
             throw usage_error("--out " + o.out_dir + " exists and is not a directory");
         }
-        for (const char * f : {"occupancy.csv", "requests.csv", "summary.json", "bandwidth.csv", "report.html"}) {
-            paths.push_back(o.out_dir + "/" + f);
-        }
+        for (const char * f : k_out_files) paths.push_back(o.out_dir + "/" + f);
     }
     std::vector<std::string> seen;
     for (const auto & p : paths) {
@@ -66,8 +59,9 @@ void check_paths(const replay_options & o, bool is_request_trace) {
 // Files of one replay: opened up front (so a bad path fails before the work), committed together.
 struct outputs {
     std::unique_ptr<atomic_file> dump, emit, occupancy, requests, summary, bandwidth, report, timeline;
+    std::string out_dir;
 
-    outputs(const replay_options & o, bool is_request_trace, bool timed) {
+    outputs(const replay_options & o, bool is_request_trace, bool timed) : out_dir(o.out_dir) {
         check_paths(o, is_request_trace);
         if (!o.dump_cells.empty()) dump = std::make_unique<atomic_file>(o.dump_cells);
         if (!o.out_dir.empty()) {
@@ -88,6 +82,30 @@ struct outputs {
         for (auto * f : {dump.get(), emit.get(), occupancy.get(), requests.get(), summary.get(), bandwidth.get(), report.get(),
                          timeline.get()}) {
             if (f) f->commit();
+        }
+        remove_stale();
+    }
+
+private:
+    // Done after this run's files are committed, so a failed run leaves the previous run's set
+    // whole: e.g. an op-trace run removes a request-trace run's requests.csv, an untimed run an
+    // earlier bandwidth.csv. Only files (or links) with kvsim's own names, never directories.
+    void remove_stale() const {
+        if (out_dir.empty()) return;
+        const std::pair<const char *, const atomic_file *> written[] = {
+            {"occupancy.csv", occupancy.get()}, {"requests.csv", requests.get()}, {"summary.json", summary.get()},
+            {"bandwidth.csv", bandwidth.get()}, {"report.html", report.get()}};
+        static_assert(std::size(written) == std::size(k_out_files));
+        for (const auto & [name, file] : written) {
+            if (!file) remove_if_file(std::filesystem::path(out_dir) / name);
+        }
+    }
+    static void remove_if_file(const std::filesystem::path & p) {
+        std::error_code ec;
+        const auto st = std::filesystem::symlink_status(p, ec);
+        if (!std::filesystem::exists(st) || std::filesystem::is_directory(st)) return;
+        if (!std::filesystem::remove(p, ec) && ec) {
+            throw std::runtime_error("cannot remove " + p.string() + " (left by an earlier run): " + ec.message());
         }
     }
 };
@@ -190,7 +208,17 @@ std::string context_line(const context & ctx) {
                        s.swa_size ? fmt::format(", SWA cache {} cells", s.swa_size) : "");
 }
 
+// An op trace already is the op stream: there is no server, no arrivals and no simulated time, so
+// the options that shape those would be silently ignored. Refused instead, before any work.
+void check_op_trace_options(const replay_options & opt) {
+    const auto & given = opt.request_only_given;
+    if (given.empty()) return;
+    throw usage_error(fmt::format("{} {} to request traces only; {} is an op trace (no server to simulate)",
+                                  fmt::join(given, ", "), given.size() == 1 ? "applies" : "apply", opt.trace));
+}
+
 void replay_op_trace(const replay_options & opt, std::ostream & term, replay_hooks * hooks) {
+    check_op_trace_options(opt);
     const op_trace t = read_op_trace(opt.trace);
     context ctx(opt.model, opt.ctx);
     outputs out(opt, false, hooks != nullptr);
@@ -368,7 +396,7 @@ void replay_request_trace(const replay_options & opt, std::ostream & term, repla
 void run_replay(const replay_options & opt, std::ostream & term, replay_hooks * hooks) {
     std::string fmt_name = opt.format;
     if (fmt_name == "auto") {
-        fmt_name = looks_like_op_trace(first_line(opt.trace)) ? "ops" : "auto";
+        fmt_name = looks_like_op_trace(read_first_line(opt.trace)) ? "ops" : "auto";
     }
     if (fmt_name == "ops") {
         replay_op_trace(opt, term, hooks);

@@ -1,6 +1,7 @@
 #include "trace/convert.h"
 
 #include "trace/op_trace.h"
+#include "trace/text_lines.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
 
@@ -94,9 +95,7 @@ size_t convert_trace(const std::string & in, const std::string & out, const std:
     } catch (const std::invalid_argument & e) {
         throw usage_error(e.what());
     }
-    std::ifstream probe(in, std::ios::binary);
-    std::string first;
-    if (probe && std::getline(probe, first) && looks_like_op_trace(first)) {
+    if (looks_like_op_trace(read_first_line(in))) {
         throw usage_error(fmt::format("{} is an op trace: it has no requests to convert", in));
     }
     const request_trace t = read_request_trace(in, source);

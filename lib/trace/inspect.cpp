@@ -1,5 +1,6 @@
 #include "trace/inspect.h"
 
+#include "trace/text_lines.h"
 #include "util/errors.h"
 
 #include <algorithm>
@@ -87,14 +88,6 @@ json prefix_sharing(const request_trace & t, int32_t block_tokens) {
             {"shareable_prompt_tokens", shareable}};
 }
 
-std::string first_line(const std::string & path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw input_error(path, 0, "", "cannot open trace file");
-    std::string line;
-    std::getline(in, line);
-    return line;
-}
-
 std::string fmt_num(const json & v) {
     if (v.is_number_float()) {
         const double d = v.get<double>();
@@ -162,7 +155,7 @@ json inspect_ops(const op_trace & t) {
 }
 
 json inspect_trace(const std::string & path, const std::string & format, int32_t block_tokens) {
-    if (format == "ops" || (format == "auto" && looks_like_op_trace(first_line(path)))) return inspect_ops(read_op_trace(path));
+    if (format == "ops" || (format == "auto" && looks_like_op_trace(read_first_line(path)))) return inspect_ops(read_op_trace(path));
     std::optional<request_format> f;
     if (format != "auto") f = parse_request_format(format);
     return inspect_requests(read_request_trace(path, f), block_tokens);

@@ -1,8 +1,10 @@
 #include "trace/text_lines.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sys/stat.h>
 
 #include "util/errors.h"
 
@@ -29,27 +31,69 @@ template <typename F> auto map_fccp_errors(const std::string & name, long line, 
     }
 }
 
-}  // namespace
+input_error line_too_long(const std::string & name, long line) {
+    return input_error(name, line, "",
+                       fmt::format("line {} longer than {} bytes (a binary file, or a file without line ends?)", line,
+                                   k_max_line_bytes));
+}
 
-// fccp hands lines back as C strings, so a NUL byte would silently cut a line short: refuse
-// such a file up front, naming the line (a binary file given as a trace, usually).
-static void check_no_nul(const std::string & path) {
+// One pass over the file before fccp sees it. fccp hands lines back as C strings, so a NUL byte
+// would silently cut a line short, and it buffers a line whole (up to 16 MiB) before returning
+// it: refuse both, naming the line. Stops at the first problem, so a binary file or a file
+// without line ends fails within its first megabyte instead of after being read to the end.
+void check_text(const std::string & path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) return;   // the reader reports the open failure
-    std::vector<char> buf(1 << 20);
+    std::vector<char> buf(1 << 16);
     long line = 1;
+    size_t run = 0;   // bytes of the current line so far, line end excluded
     while (in) {
         in.read(buf.data(), (std::streamsize) buf.size());
-        const std::streamsize n = in.gcount();
-        const char * nul = static_cast<const char *>(std::memchr(buf.data(), '\0', (size_t) n));
-        const char * end = nul ? nul : buf.data() + n;
-        line += std::count(static_cast<const char *>(buf.data()), end, '\n');
-        if (nul) throw input_error(path, line, "\\0", "NUL byte in a text trace (binary file?)");
+        const size_t n = (size_t) in.gcount();
+        for (size_t i = 0; i < n; ++i) {
+            if (buf[i] == '\n') {
+                ++line;
+                run = 0;
+            } else if (buf[i] == '\0') {
+                throw input_error(path, line, "\\0", "NUL byte in a text trace (binary file?)");
+            } else if (++run > k_max_line_bytes) {
+                throw line_too_long(path, line);
+            }
+        }
     }
 }
 
+}  // namespace
+
+void check_trace_file(const std::string & path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        throw input_error(path, 0, "", std::string("cannot open trace file: ") + std::strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode)) throw input_error(path, 0, "", "is a directory, not a trace file");
+    if (!S_ISREG(st.st_mode)) {
+        throw input_error(path, 0, "",
+                          "not a regular file (a device, FIFO or pipe): kvsim reads a trace more than once and needs "
+                          "its end; save it to a file first");
+    }
+}
+
+std::string read_first_line(const std::string & path) {
+    check_trace_file(path);
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw input_error(path, 0, "", std::string("cannot open trace file: ") + std::strerror(errno));
+    std::string line;
+    char c = 0;
+    while (in.get(c) && c != '\n') {
+        if (line.size() == k_max_line_bytes) throw line_too_long(path, 1);
+        line += c;
+    }
+    return line;
+}
+
 text_lines::text_lines(const std::string & path) : name_(path) {
-    check_no_nul(path);
+    check_trace_file(path);
+    check_text(path);
     reader_ = map_fccp_errors(name_, 0, [&] { return std::make_unique<io::LineReader>(path); });
 }
 
@@ -63,7 +107,10 @@ std::optional<std::string_view> text_lines::next() {
     char * s = map_fccp_errors(name_, line_ + 1, [&] { return reader_->next_line(); });
     if (s == nullptr) return std::nullopt;
     line_ = (long) reader_->get_file_line();
-    return std::string_view(s);
+    const std::string_view v(s);
+    // a stream is not pre-checked like a file: hold it to the same line limit here
+    if (v.size() > k_max_line_bytes) throw line_too_long(name_, line_);
+    return v;
 }
 
 std::optional<std::string_view> text_lines::next_nonblank() {

@@ -1,6 +1,7 @@
 // Line-by-line access to a trace file, shared by the CSV and JSONL trace readers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -15,11 +16,24 @@ class LineReader;
 
 namespace kvsim {
 
+// Longest line a trace may have, line end included. Real trace lines are under a few KiB; a
+// longer one is a binary file or a file without line ends, refused before it is buffered whole.
+inline constexpr size_t k_max_line_bytes = (size_t) 1 << 20;
+
+// A trace must be a regular file: kvsim reads it more than once (format detection, then
+// parsing) and must see its end, which a device (/dev/zero), FIFO or pipe (<(...)) does not
+// give. Throws input_error(path, 0, "", why) when it cannot be opened or is not a regular file.
+void check_trace_file(const std::string & path);
+
+// The first line of a trace (without its line end), for format detection. Checks the file as
+// check_trace_file does and reads at most k_max_line_bytes: input_error for a longer line.
+std::string read_first_line(const std::string & path);
+
 // Reads a text file one line at a time through fast-cpp-csv-parser's io::LineReader, which
 // strips a leading UTF-8 BOM and the '\r' of CRLF line ends and accepts a missing final
 // newline. Lines are numbered from 1 (the BOM does not count as a line).
-// Errors: input_error(name, line, "", why) when the file cannot be opened or a line exceeds
-// fccp's 16 MiB line limit.
+// Errors: input_error(name, line, "", why) when the file cannot be opened or is not a regular
+// file (check_trace_file), holds a NUL byte, or has a line longer than k_max_line_bytes.
 class text_lines {
 public:
     // Open a file by path; `name` for errors is the path.

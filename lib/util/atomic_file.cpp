@@ -5,33 +5,147 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <filesystem>
 #include <stdexcept>
+#include <streambuf>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace kvsim {
 
-atomic_file::atomic_file(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp-" + std::to_string(getpid())) {
-    out_.open(tmp_, std::ios::binary | std::ios::trunc);
-    if (!out_) {
-        throw usage_error("cannot write " + path_ + ": " + std::strerror(errno));
+namespace detail {
+
+// A write-only streambuf over a file descriptor that keeps the errno of the first failed write:
+// std::ofstream only sets badbit, and by the time commit() looks, errno may describe something
+// else, so "No space left on device" (/dev/full, a full disk) would be lost.
+class fd_streambuf : public std::streambuf {
+public:
+    explicit fd_streambuf(int fd) : fd_(fd) { setp(buf_, buf_ + sizeof buf_); }
+    ~fd_streambuf() override { close_fd(); }
+
+    // Write what is buffered and close; returns 0 or the errno of the first failure.
+    int finish() {
+        flush_buffer();
+        close_fd();
+        return err_;
     }
+
+protected:
+    int_type overflow(int_type c) override {
+        if (!flush_buffer()) return traits_type::eof();
+        if (!traits_type::eq_int_type(c, traits_type::eof())) {
+            *pptr() = traits_type::to_char_type(c);
+            pbump(1);
+        }
+        return traits_type::not_eof(c);
+    }
+    int sync() override { return flush_buffer() ? 0 : -1; }
+
+private:
+    bool flush_buffer() {
+        const char * p = pbase();
+        while (p < pptr() && err_ == 0) {
+            const ssize_t n = ::write(fd_, p, (size_t) (pptr() - p));
+            if (n < 0 && errno == EINTR) continue;   // Ctrl-C handler installed without SA_RESTART
+            if (n <= 0) err_ = n < 0 ? errno : EIO;
+            else p += n;
+        }
+        setp(buf_, buf_ + sizeof buf_);
+        return err_ == 0;
+    }
+    void close_fd() {
+        if (fd_ < 0) return;
+        if (::close(fd_) != 0 && err_ == 0) err_ = errno;   // NFS and friends report late errors here
+        fd_ = -1;
+    }
+
+    int fd_;
+    int err_ = 0;
+    char buf_[1 << 16];
+};
+
+}  // namespace detail
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct write_plan {
+    std::string target;   // the file the bytes go to
+    bool direct;          // write target in place instead of temp + rename
+};
+
+// True for a name inside /proc, however it is spelled (relative, through /dev/fd -> /proc/self/fd).
+bool under_proc(const fs::path & p) {
+    std::error_code ec;
+    const fs::path dir = fs::weakly_canonical(fs::absolute(p, ec).parent_path(), ec);
+    return (dir.string() + "/").rfind("/proc/", 0) == 0;
+}
+
+// Follows PATH's symbolic links to the name they end at (which need not exist yet). Stops at a
+// link into /proc: /dev/stdout -> /proc/self/fd/1 names a file the shell already opened (a pipe, a
+// terminal, a file opened by `>`), which the kernel only reaches by opening the name itself.
+fs::path resolve_links(const std::string & path, bool & via_proc) {
+    fs::path p = path;
+    for (int hops = 0;; ++hops) {
+        if (under_proc(p)) {
+            via_proc = true;
+            break;
+        }
+        std::error_code ec;
+        if (!fs::is_symlink(fs::symlink_status(p, ec))) break;
+        if (hops == 40) throw usage_error("cannot write " + path + ": too many levels of symbolic links");
+        const fs::path next = fs::read_symlink(p, ec);
+        if (ec) throw usage_error("cannot write " + path + ": " + ec.message());
+        p = next.is_absolute() ? next : p.parent_path() / next;
+    }
+    return p;
+}
+
+write_plan plan_write(const std::string & path) {
+    bool via_proc = false;
+    const fs::path p = resolve_links(path, via_proc);
+    if (via_proc) return {path, true};
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) throw usage_error("cannot write " + path + ": is a directory");
+        if (!S_ISREG(st.st_mode)) return {p.string(), true};   // device, FIFO, socket
+    }
+    return {p.string(), false};
+}
+
+}  // namespace
+
+atomic_file::atomic_file(std::string path) : path_(std::move(path)), out_(nullptr) {
+    const write_plan w = plan_write(path_);
+    target_ = w.target;
+    if (!w.direct) tmp_ = target_ + ".tmp-" + std::to_string(getpid());
+    // Direct writes append: a FIFO or device ignores it, and a file reached through /dev/stdout
+    // (`>>` in the shell) keeps what is already there instead of being overwritten from byte 0.
+    const int flags = O_WRONLY | O_CLOEXEC | (w.direct ? O_APPEND : O_CREAT | O_TRUNC);
+    const int fd = ::open(w.direct ? target_.c_str() : tmp_.c_str(), flags, 0666);
+    if (fd < 0) throw usage_error("cannot write " + path_ + ": " + std::strerror(errno));
+    buf_ = std::make_unique<detail::fd_streambuf>(fd);
+    out_.rdbuf(buf_.get());
 }
 
 atomic_file::~atomic_file() {
-    if (!committed_) {
-        out_.close();
-        std::remove(tmp_.c_str());
-    }
+    out_.rdbuf(nullptr);
+    buf_.reset();   // closes the descriptor without writing what is still buffered
+    if (!committed_ && !tmp_.empty()) std::remove(tmp_.c_str());
+}
+
+void atomic_file::fail(int err) {
+    if (!tmp_.empty()) std::remove(tmp_.c_str());
+    throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(err));
 }
 
 void atomic_file::commit() {
     out_.flush();
-    const bool ok = static_cast<bool>(out_);
-    out_.close();
-    if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-        std::remove(tmp_.c_str());
-        throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
-    }
+    const int err = buf_->finish();
+    if (err != 0) fail(err);
+    if (!tmp_.empty() && std::rename(tmp_.c_str(), target_.c_str()) != 0) fail(errno);
     committed_ = true;
 }
 

@@ -1,15 +1,28 @@
 // Output files that appear whole or not at all: write to a temporary name, rename on commit().
+//
+// What the rename lands on:
+// - a regular file, or a path that does not exist yet: PATH itself (temporary PATH.tmp-PID);
+// - a symbolic link: the link's final target (temporary file next to the target), so the link
+//   stays a link and the file it points to gets the new content;
+// - a device, FIFO or socket (/dev/null, /dev/full, a named pipe), or an already open file
+//   reached through /proc (/dev/stdout, /dev/fd/N): no rename, the bytes are written directly
+//   (renaming onto such a node would replace it with a regular file). Such writes are not atomic.
 #pragma once
 
-#include <fstream>
+#include <memory>
+#include <ostream>
 #include <string>
 
 namespace kvsim {
 
+namespace detail {
+class fd_streambuf;
+}
+
 class atomic_file {
 public:
-    // Opens PATH.tmp-PID for writing; throws usage_error naming the path if it cannot (a bad
-    // output path is the user's to fix: exit status 2).
+    // Opens the temporary file (or PATH itself, see above) for writing; throws usage_error naming
+    // the path if it cannot (a bad output path is the user's to fix: exit status 2).
     explicit atomic_file(std::string path);
     // Removes the temporary file unless commit() succeeded.
     ~atomic_file();
@@ -18,13 +31,20 @@ public:
 
     std::ostream & out() { return out_; }
     const std::string & path() const { return path_; }
-    // Flush, close and rename onto the final path; throws std::runtime_error on I/O failure.
+    // True when PATH is written directly (device, FIFO, socket, /proc link), without a rename.
+    bool direct() const { return tmp_.empty(); }
+    // Flush, close and rename onto the final path; throws std::runtime_error naming the path and
+    // the first write error (e.g. "No space left on device") on I/O failure.
     void commit();
 
 private:
-    std::string path_;
-    std::string tmp_;
-    std::ofstream out_;
+    [[noreturn]] void fail(int err);
+
+    std::string path_;     // as given, for messages
+    std::string target_;   // where the bytes end up: path_ with symbolic links resolved
+    std::string tmp_;      // temporary file next to target_; "" when writing target_ directly
+    std::unique_ptr<detail::fd_streambuf> buf_;
+    std::ostream out_;
     bool committed_ = false;
 };
 
