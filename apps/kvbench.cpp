@@ -95,6 +95,9 @@ struct sweep_cli {
             c.rope_freq_base = ms.rope_freq_base;
         }
         c.backend = backend;
+        // twice the last-level cache cycles between calls, so that no point is timed from the cache (this VM
+        // reports a 300 MiB L3)
+        c.rotate_bytes = std::max(c.rotate_bytes, 2 * last_level_cache_bytes());
         c.threads = threads;
         c.repeats = repeats;
         if (max_buffer_mib < 1 || eigen_max_mib < 0 || limit_mib < 1 || ref_max_cells < 0) {
@@ -122,13 +125,17 @@ void print_output(const sweep_output & o, const std::string & format) {
 
 int run_sweep_cmd(const sweep_cli & cli) {
     const sweep_config c = cli.finish();
-    std::unique_ptr<attn_backend> be = make_bench_backend(c.backend, c.threads);
+    bench_backend bb = make_bench_backend(c.backend, c.threads);
     std::signal(SIGINT, on_sigint);
     progress_bar bar("kvbench sweep", std::nullopt);
     sweep_hooks hooks;
     hooks.stop = &g_stop;
     hooks.progress = [&](size_t done, size_t total) { bar.update(done, total); };
-    const sweep_output o = run_sweep(*be, c, collect_machine_info(build_type), hooks);
+    hooks.timer = bb.timer;
+    hooks.measure_limit = bb.measure_limit;
+    machine_info m = collect_machine_info(build_type);
+    if (!bb.device.empty()) m.gpu = bb.device;
+    const sweep_output o = run_sweep(*bb.be, c, m, hooks);
     bar.finish();
     write_outputs(cli.out, o);
     print_output(o, cli.format);
@@ -138,8 +145,12 @@ int run_sweep_cmd(const sweep_cli & cli) {
 
 int run_merge_cmd(const std::vector<std::string> & inputs, const std::string & out, const std::string & format) {
     std::vector<sweep_output> parts;
-    for (const std::string & in : inputs) parts.push_back(read_output(in));
-    const sweep_output o = merge_outputs(parts);
+    std::vector<std::string> names;   // the shard files, for merge_outputs' messages
+    for (const std::string & in : inputs) {
+        parts.push_back(read_output(in));
+        names.push_back(kvbench_json_path(in));
+    }
+    const sweep_output o = merge_outputs(parts, names);
     write_outputs(out, o);
     print_output(o, format);
     return EXIT_OK;

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli_test_util.h"
+
 #include "bench/bench_writers.h"
 #include "bench/cache_bench.h"
 #include "bench/sweep_runner.h"
@@ -19,6 +21,9 @@
 #include "util/errors.h"
 
 using namespace kvsim;
+using kvsim_test::run_kvbench;
+using kvsim_test::scratch_dir;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -55,15 +60,37 @@ size_t expected_kv_bytes(int64_t n_kv, int64_t batch, int64_t n_head_kv, ggml_ty
     return (size_t) (n_kv * n_head_kv * batch) * 2 * head_row;
 }
 
-point_result fake_point(int64_t index, int64_t ctx) {
+point_result fake_point(const bench_point & p) {
     point_result r;
-    r.point = {index, ctx, ggml_type::q8_0, 2};
-    r.kv_bytes = 1000 + (size_t) index;
+    r.point = p;
+    r.kv_bytes = 1000 + (size_t) p.index;
     r.limit_read_gbs = 50;
     r.fa = {100, 200, 300, 3};
     r.eigen = {400, 800, 900, 3};
     r.note = "a, \"quoted\" note";
     return r;
+}
+
+// The plan's points of one shard of c, with made-up timings: what a finished shard run holds.
+sweep_output fake_shard(const sweep_config & c, shard_spec s) {
+    sweep_output o;
+    o.config = c;
+    o.config.shard = s;
+    o.machine.cpu_model = "test cpu";
+    o.machine.date = "2026-11-29T00:00:00Z";
+    o.limits = {{s.index, "h" + std::to_string(s.index), 50, 60}};
+    for (const bench_point & p : shard_points(plan_points(c), s)) o.results.push_back(fake_point(p));
+    return o;
+}
+
+// The usage_error message merge_outputs raises, or "(no error)".
+std::string merge_error(const std::vector<sweep_output> & parts, const std::vector<std::string> & names = {}) {
+    try {
+        merge_outputs(parts, names);
+    } catch (const usage_error & e) {
+        return e.what();
+    }
+    return "(no error)";
 }
 
 }  // namespace
@@ -129,18 +156,10 @@ TEST_CASE("point plan and shards partition the plan") {
 }
 
 TEST_CASE("JSON round trip and merge of shards") {
-    sweep_output a;
-    a.config = tiny_config();
-    a.config.shard = {0, 2};
-    a.machine.cpu_model = "test cpu";
-    a.machine.date = "2026-11-29T00:00:00Z";
-    a.limits = {{0, "h0", 50, 60}};
-    a.results = {fake_point(0, 256), fake_point(2, 256)};
+    sweep_output a = fake_shard(tiny_config(), {0, 2});   // points 0, 2, 4
     a.notes = {"n1"};
-    sweep_output b = a;
-    b.config.shard = {1, 2};
+    sweep_output b = fake_shard(tiny_config(), {1, 2});   // points 1, 3, 5
     b.limits = {{1, "h1", 40, 45}};
-    b.results = {fake_point(1, 1024), fake_point(3, 1024)};
     b.notes = {"n1", "n2"};
 
     const sweep_output back = sweep_output_from_json(nlohmann::json::parse(to_json(a).dump()));
@@ -149,8 +168,8 @@ TEST_CASE("JSON round trip and merge of shards") {
     CHECK(back.results[1].eigen_ratio() == doctest::Approx(4.0));
 
     const sweep_output m = merge_outputs({b, a});
-    REQUIRE(m.results.size() == 4);
-    for (size_t i = 0; i < 4; ++i) CHECK(m.results[i].point.index == (int64_t) i);
+    REQUIRE(m.results.size() == 6);
+    for (size_t i = 0; i < 6; ++i) CHECK(m.results[i].point.index == (int64_t) i);
     CHECK(m.limits.size() == 2);
     CHECK(m.notes == std::vector<std::string>{"n1", "n2"});
     CHECK(m.config.shard.count == 1);
@@ -163,13 +182,83 @@ TEST_CASE("JSON round trip and merge of shards") {
     other = b;
     other.config.shard = {1, 3};
     CHECK_THROWS_AS(merge_outputs({a, other}), usage_error);  // different shard count
-    other = b;
-    other.results.push_back(fake_point(2, 256));
-    CHECK_THROWS_AS(merge_outputs({a, other}), usage_error);  // duplicate point
+    other = a;
+    other.results.push_back(a.results.front());
+    CHECK_THROWS_AS(merge_outputs({other, b}), usage_error);  // duplicate point
     CHECK_THROWS_AS(merge_outputs({}), usage_error);
     nlohmann::json broken = to_json(a);
     broken["points"][0].erase("flash_attn");
     CHECK_THROWS_AS(sweep_output_from_json(broken), std::runtime_error);
+}
+
+// docs/reliability.md, bad-input run: kvbench merge accepted a shard with no points and point
+// indices outside the sweep.
+TEST_CASE("merge refuses empty shards, points outside the plan or the shard, duplicates and foreign sweeps, naming the file") {
+    const sweep_config c = tiny_config();   // 6 points
+    const sweep_output a = fake_shard(c, {0, 2}), b = fake_shard(c, {1, 2});
+    const std::vector<std::string> names = {"s0/kvbench.json", "s1/kvbench.json"};
+    auto has = [](const std::string & msg, const std::string & part) {
+        INFO(msg);
+        CHECK(msg.find(part) != std::string::npos);
+    };
+    sweep_output x = b;
+    x.results.clear();
+    has(merge_error({a, x}, names), "s1/kvbench.json (shard 1/2) has no points; its share of the sweep is 3");
+    x.interrupted = true;   // an interrupted run that measured nothing is no better
+    has(merge_error({a, x}, names), "has no points");
+
+    x = b;
+    x.results.back().point.index = 7;
+    has(merge_error({a, x}, names), "s1/kvbench.json: point index 7 is out of range: the sweep has 6 points (0..5)");
+    x.results.back().point.index = -1;
+    has(merge_error({a, x}, names), "point index -1 is out of range");
+    x.results.back().point.index = 4;
+    has(merge_error({a, x}, names), "s1/kvbench.json: point index 4 belongs to shard 0/2, not to the file's shard 1/2");
+    x = b;
+    x.results.back().point.ctx = 512;
+    has(merge_error({a, x}, names), "s1/kvbench.json: point 5 is ctx 512 q4_0 batch 1, but the sweep's point 5 is ctx 1024 q4_0 batch 1");
+
+    x = b;
+    x.results.push_back(x.results.front());
+    x.interrupted = true;
+    has(merge_error({a, x}, names), "point 1 appears twice in s1/kvbench.json");
+    x = b;
+    x.results.pop_back();
+    has(merge_error({a, x}, names), "s1/kvbench.json (shard 1/2) has 2 of its 3 points and is not marked interrupted");
+    x.interrupted = true;
+    CHECK(merge_outputs({a, x}, names).interrupted);
+
+    x = b;
+    x.config.ctx = {256, 2048};
+    has(merge_error({a, x}, names), "s0/kvbench.json and s1/kvbench.json describe different sweeps (ctx [256,1024] vs [256,2048])");
+    has(merge_error({a, a}, names), "shard 0/2 given twice (s0/kvbench.json and s1/kvbench.json)");
+    x = fake_shard(c, {1, 3});
+    has(merge_error({a, x}, names), "s1/kvbench.json is shard 1/3 but s0/kvbench.json is shard 0/2");
+
+    // more shards than points: a shard with no share of the plan is empty and fine
+    sweep_config one = c;
+    one.ctx = {256};
+    one.kv_types = {ggml_type::f16};
+    CHECK(merge_outputs({fake_shard(one, {0, 2}), fake_shard(one, {1, 2})}).results.size() == 1);
+}
+
+TEST_CASE("kvbench merge CLI: a bad shard exits 2 naming its kvbench.json; good shards merge") {
+    scratch_dir dir("bench_merge");
+    const sweep_config c = tiny_config();
+    write_outputs(dir / "s0", fake_shard(c, {0, 2}));
+    sweep_output bad = fake_shard(c, {1, 2});
+    bad.results.front().point.index = 99;
+    write_outputs(dir / "bad", bad);
+    const auto r = run_kvbench("merge " + (dir / "s0") + " " + (dir / "bad") + " --out " + (dir / "merged"));
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.find(dir / "bad/kvbench.json") != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find("point index 99 is out of range") != std::string::npos, r.err);
+    CHECK_FALSE(fs::exists(dir / "merged"));
+
+    write_outputs(dir / "s1", fake_shard(c, {1, 2}));
+    const auto ok = run_kvbench("merge " + (dir / "s0") + " " + (dir / "s1/kvbench.json") + " --out " + (dir / "merged") + " --format csv");
+    REQUIRE_MESSAGE(ok.rc == 0, ok.err);
+    CHECK(read_output(dir / "merged").results.size() == 6);
 }
 
 TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel agrees with both baselines") {

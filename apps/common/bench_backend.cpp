@@ -3,15 +3,43 @@
 #include "cpu/cpu_backend.h"
 #include "util/errors.h"
 
+#ifdef KVSIM_HAVE_CUDA
+#include "cuda_backend.h"
+#endif
+
 namespace kvsim {
 
-std::unique_ptr<attn_backend> make_bench_backend(const std::string & name, int n_threads) {
-    if (name == "cpu") return make_cpu_backend(n_threads);
+namespace {
+
+#ifdef KVSIM_HAVE_CUDA
+bench_backend make_cuda_bench() {
+    std::string why;
+    if (!cuda_device_available(&why)) throw usage_error("--backend cuda: no usable CUDA device (" + why + ")");
+    bench_backend b;
+    b.be = make_cuda_backend(0, true);
+    b.device = cuda_current_device().name;
+    b.timer = [](int repeats, const std::function<void(int)> & call) {
+        int i = 0;  // call(0) is the warm-up, as with the host clock
+        const cuda_timing t = cuda_time_ms([&] { call(i++); }, 1, repeats, true);
+        return time_stats{t.min_ms * 1e6, t.median_ms * 1e6, t.max_ms * 1e6, t.n};
+    };
+    b.measure_limit = [](const sweep_config & c, const std::string & host) {
+        const bandwidth_result r = cuda_copy_bandwidth(c.limit_bytes, 10);
+        return run_limit{c.shard.index, host, r.read_gbs, r.copy_gbs};
+    };
+    return b;
+}
+#endif
+
+}  // namespace
+
+bench_backend make_bench_backend(const std::string & name, int n_threads) {
+    if (name == "cpu") return bench_backend{make_cpu_backend(n_threads), {}, {}, ""};
     if (name == "cuda") {
 #ifdef KVSIM_HAVE_CUDA
-        // The CUDA backend (kernels/cuda/) takes device pointers; kvbench's timing loops allocate host memory.
-        throw usage_error("--backend cuda: this kvbench build has no CUDA timing path yet (host buffers only)");
+        return make_cuda_bench();
 #else
+        (void) n_threads;
         throw usage_error("--backend cuda: this kvbench binary was built without CUDA (configure with -DKVSIM_CUDA=ON "
                           "on a machine with nvcc)");
 #endif

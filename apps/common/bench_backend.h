@@ -5,11 +5,23 @@
 #include <string>
 
 #include "attention.h"
+#include "bench/sweep_runner.h"
 
 namespace kvsim {
 
-// "cpu" -> cpu_backend(n_threads). "cuda" -> throws usage_error: this binary has no CUDA backend (built without
-// KVSIM_HAVE_CUDA), or no CUDA device / no CUDA bench path yet. Anything else: usage_error listing the choices.
-std::unique_ptr<attn_backend> make_bench_backend(const std::string & name, int n_threads);
+// An attention backend with the timing and limit probe that suit it (sweep_hooks::timer / measure_limit).
+struct bench_backend {
+    std::unique_ptr<attn_backend> be;
+    call_timer timer;                                                                       // empty: host clock
+    std::function<run_limit(const sweep_config &, const std::string & host)> measure_limit;  // empty: CPU probe
+    std::string device;                                                                     // GPU name, "" on CPU
+};
+
+// "cpu" -> cpu_backend(n_threads), host clock, STREAM-style CPU probe.
+// "cuda" -> the synchronous CUDA backend on device 0, timed with CUDA events after an L2 flush (median of
+// --repeats launches after one warm-up), limit = device-to-device copy bandwidth (c.limit_bytes, 10 repeats).
+// Throws usage_error when this binary has no CUDA backend (built without KVSIM_HAVE_CUDA) or no usable CUDA
+// device exists (with the runtime's reason); anything else: usage_error listing the choices.
+bench_backend make_bench_backend(const std::string & name, int n_threads);
 
 }  // namespace kvsim

@@ -43,6 +43,26 @@ time_stats time_calls(int repeats, F && call) {
     return summarize(std::move(ns));
 }
 
+time_stats timed(const call_timer & timer, int repeats, const std::function<void(int)> & call) {
+    return timer ? timer(repeats, call) : time_calls(repeats, call);
+}
+
+bool on_host(const attn_backend & be) { return be.kind() == backend_kind::cpu; }
+
+// Backend memory holding a copy of `bytes` host bytes. On the CPU backend it is the host memory itself (a
+// non-owning pointer: K/V of a point can be gigabytes, not worth doubling); kernels writing to it write the host copy.
+std::shared_ptr<void> backend_copy(attn_backend & be, const void * host, size_t bytes) {
+    if (on_host(be)) return std::shared_ptr<void>(std::shared_ptr<void>(), const_cast<void *>(host));
+    std::shared_ptr<void> p = be.alloc(bytes);
+    be.upload(p.get(), host, bytes);
+    return p;
+}
+
+// Host copy of backend memory (nothing to copy when it already is the host memory).
+void fetch(attn_backend & be, void * host, const void * src, size_t bytes) {
+    if (host != src) be.download(host, src, bytes);
+}
+
 double max_abs_diff(const std::vector<float> & a, const std::vector<float> & b) {
     double m = 0;
     for (size_t i = 0; i < a.size(); ++i) m = std::max(m, (double) std::fabs(a[i] - b[i]));
@@ -99,25 +119,28 @@ struct mask_inputs {
 };
 
 // Full build, then the incremental update for one new token (cell ctx-1 gets pos ctx-1, the token moves from
-// ctx-2 to ctx-1); the previous mask is restored (untimed) before each update.
-void time_masks(attn_backend & be, const sweep_config & c, const bench_point & p, std::vector<uint16_t> & mask,
-                point_result & r) {
+// ctx-2 to ctx-1), timed on a copy of the previous mask. Repeating the update on its own result does the same
+// work (the same cells rewritten with the same values), so no restore sits between the timed calls. Returns the
+// full mask in backend memory.
+std::shared_ptr<void> time_masks(attn_backend & be, const sweep_config & c, const bench_point & p, const call_timer & timer,
+                                 point_result & r) {
     kq_mask_desc md;
     md.n_kv = p.ctx;
     md.n_tps = 1;
     md.n_stream = p.batch;
     md.type = ggml_type::f16;
     mask_inputs in(p.ctx, p.batch);
-    mask.assign((size_t) (p.ctx * p.batch), 0);
-    r.mask_full = time_calls(c.repeats, [&](int) { be.build_kq_mask(md, in.streams.data(), mask.data()); });
-    if (p.ctx < 2) return;
+    const size_t bytes = (size_t) (p.ctx * p.batch) * sizeof(uint16_t);
+    std::shared_ptr<void> mask = be.alloc(bytes);
+    r.mask_full = timed(timer, c.repeats, [&](int) { be.build_kq_mask(md, in.streams.data(), mask.get()); });
+    if (p.ctx < 2) return mask;
 
     const size_t last = (size_t) p.ctx - 1;
-    std::vector<uint16_t> prev(mask.size()), upd(mask.size());
+    std::shared_ptr<void> upd = be.alloc(bytes);
     in.cell_pos[last] = -1;
     for (auto & cs : in.cell_seq) cs[last].reset();
     for (auto & tp : in.tok_pos) tp = (llama_pos) p.ctx - 2;
-    be.build_kq_mask(md, in.streams.data(), prev.data());
+    be.build_kq_mask(md, in.streams.data(), upd.get());
     in.cell_pos[last] = (llama_pos) last;
     for (size_t s = 0; s < in.cell_seq.size(); ++s) in.cell_seq[s][last].set(s);
     for (auto & tp : in.tok_pos) tp = (llama_pos) last;
@@ -126,15 +149,12 @@ void time_masks(attn_backend & be, const sweep_config & c, const bench_point & p
     for (int64_t s = 0; s < p.batch; ++s) {
         ch[(size_t) s] = {{(uint32_t) last}, {(llama_pos) p.ctx - 2}, {(llama_seq_id) s}};
     }
-    std::vector<double> ns;
-    for (int i = 0; i <= c.repeats; ++i) {
-        std::memcpy(upd.data(), prev.data(), prev.size() * sizeof(uint16_t));
-        const auto t0 = std::chrono::steady_clock::now();
-        be.update_kq_mask(md, in.streams.data(), ch.data(), upd.data());
-        if (i > 0) ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
-    }
-    r.mask_update = summarize(std::move(ns));
-    if (upd != mask) throw std::runtime_error("kvbench: incremental KQ mask differs from the full build");
+    r.mask_update = timed(timer, c.repeats, [&](int) { be.update_kq_mask(md, in.streams.data(), ch.data(), upd.get()); });
+    std::vector<uint16_t> full(bytes / 2), inc(bytes / 2);
+    be.download(full.data(), mask.get(), bytes);
+    be.download(inc.data(), upd.get(), bytes);
+    if (inc != full) throw std::runtime_error("kvbench: incremental KQ mask differs from the full build");
+    return mask;
 }
 
 void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & fd, const kv_tensor & k0,
@@ -192,7 +212,7 @@ void time_reference(const sweep_config & c, const bench_point & p, const fa_desc
 }
 
 void time_kshift(attn_backend & be, const sweep_config & c, const bench_point & p, const kv_tensor & k_all,
-                 const attn_rot & rot, int copies, point_result & r) {
+                 const attn_rot & rot, int copies, const call_timer & timer, point_result & r) {
     kshift_desc kd;
     kd.rope.n_rot = (int) c.head_dim;
     kd.rope.mode = c.rope_neox ? rope_mode::neox : rope_mode::norm;
@@ -200,9 +220,11 @@ void time_kshift(attn_backend & be, const sweep_config & c, const bench_point & 
     kd.rot = rot;
     kd.on_null_rot = null_rot_policy::plain;
     const std::vector<int32_t> shift((size_t) (p.ctx * p.batch), -1);
+    const std::shared_ptr<void> dshift = backend_copy(be, shift.data(), shift.size() * sizeof(int32_t));
     bool hazard = false;
-    r.kshift = time_calls(c.repeats, [&](int i) {
-        hazard = be.k_shift(kd, copy_view(k_all, p.batch, i % copies), shift.data()).null_rotation_hazard || hazard;
+    r.kshift = timed(timer, c.repeats, [&](int i) {
+        hazard = be.k_shift(kd, copy_view(k_all, p.batch, i % copies), static_cast<const int32_t *>(dshift.get()))
+                     .null_rotation_hazard || hazard;
     });
     if (hazard) {
         r.note += fmt::format("{}K-shift: quantized K without rotation (upstream crash), timed on the plain path",
@@ -218,7 +240,7 @@ run_limit measure_run_limit(const sweep_config & c, const std::string & host) {
 }
 
 point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
-                             double read_gbs) {
+                             double read_gbs, const call_timer & timer) {
     point_result r;
     r.point = p;
     r.limit_read_gbs = read_gbs;
@@ -250,8 +272,15 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
             }
         }
     }
-    std::vector<uint16_t> mask;
-    time_masks(be, c, p, mask, r);
+    const std::shared_ptr<void> mask = time_masks(be, c, p, timer, r);
+
+    // kernels read backend memory; the baselines below read the host copies
+    const std::shared_ptr<void> kd = backend_copy(be, kb.data(), k_all.total_bytes());
+    const std::shared_ptr<void> vd = backend_copy(be, vb.data(), v_all.total_bytes());
+    const std::shared_ptr<void> qd = backend_copy(be, q.data(), q.size() * sizeof(float));
+    kv_tensor k_dev = k_all, v_dev = v_all;
+    k_dev.data = kd.get();
+    v_dev.data = vd.get();
 
     fa_desc fd;
     fd.head_dim_k = fd.head_dim_v = c.head_dim;
@@ -262,21 +291,27 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
     fd.scale = 1.0f / std::sqrt((float) c.head_dim);
     fd.rot = rot;
     const fa_plan plan = be.plan_flash_attn(fd);
-    std::vector<float> out(q.size()), out0(q.size());
-    fa_args a{q.data(), copy_view(k_all, p.batch, 0), copy_view(v_all, p.batch, 0), 0, mask.data(), ggml_type::f16,
-              out0.data()};
+    const size_t out_bytes = q.size() * sizeof(float);
+    const std::shared_ptr<void> outd = be.alloc(out_bytes);
+    std::vector<float> out0(q.size());
+    fa_args a{static_cast<const float *>(qd.get()), copy_view(k_dev, p.batch, 0), copy_view(v_dev, p.batch, 0), 0,
+              mask.get(), ggml_type::f16, static_cast<float *>(outd.get())};
     be.flash_attn(fd, plan, a);
-    a.out = out.data();
-    r.fa = time_calls(c.repeats, [&](int i) {
-        a.k = copy_view(k_all, p.batch, i % r.copies);
-        a.v = copy_view(v_all, p.batch, i % r.copies);
+    fetch(be, out0.data(), outd.get(), out_bytes);
+    r.fa = timed(timer, c.repeats, [&](int i) {
+        a.k = copy_view(k_dev, p.batch, i % r.copies);
+        a.v = copy_view(v_dev, p.batch, i % r.copies);
         be.flash_attn(fd, plan, a);
     });
-    a.k = copy_view(k_all, p.batch, 0);
-    a.v = copy_view(v_all, p.batch, 0);
-    time_eigen(c, p, fd, a.k, a.v, q, out0, pool, r);
-    time_reference(c, p, fd, a, out0, r);
-    time_kshift(be, c, p, k_all, rot, r.copies, r);  // last: it rewrites K
+
+    // host-side baselines: copy 0 of the host K/V and a host mask
+    std::vector<uint16_t> mask_host((size_t) (p.ctx * p.batch));
+    fetch(be, mask_host.data(), mask.get(), mask_host.size() * sizeof(uint16_t));
+    fa_args h{q.data(), copy_view(k_all, p.batch, 0), copy_view(v_all, p.batch, 0), 0, mask_host.data(), ggml_type::f16,
+              nullptr};
+    time_eigen(c, p, fd, h.k, h.v, q, out0, pool, r);
+    time_reference(c, p, fd, h, out0, r);
+    time_kshift(be, c, p, k_dev, rot, r.copies, timer, r);  // last: it rewrites K
     return r;
 }
 
@@ -284,13 +319,13 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
     sweep_output o;
     o.config = c;
     o.machine = m;
-    o.limits.push_back(measure_run_limit(c, m.host));
+    o.limits.push_back(hooks.measure_limit ? hooks.measure_limit(c, m.host) : measure_run_limit(c, m.host));
     o.notes = {
         "layout: n_stream = batch, one sequence per stream (llama.cpp without -kvu), ctx cells each, decoded token at "
         "pos ctx-1 (every cell attended)",
-        fmt::format("K/V rotated among copies so >= {} MiB cycle between calls (LLC ~32 MiB): no point is timed from "
-                    "cache; column 'copies'",
-                    c.rotate_bytes >> 20),
+        fmt::format("K/V rotated among copies so >= {} MiB (2x the last-level cache, at least 64 MiB) cycle between "
+                    "calls: no point is timed from cache; column 'copies'{}",
+                    c.rotate_bytes >> 20, hooks.timer ? "; device L2 flushed before every timed call" : ""),
         "quantized K/V are Hadamard-rotated as llama_kv_cache does by default (attn_rot_config)",
         "times: one warm-up call, then --repeats calls; GB/s and %lim from the median time, limit = read bandwidth "
         "measured in this run with the same thread count",
@@ -307,7 +342,7 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
             o.interrupted = true;
             break;
         }
-        o.results.push_back(bench_point_run(be, pool, c, pts[i], o.limits.front().read_gbs));
+        o.results.push_back(bench_point_run(be, pool, c, pts[i], o.limits.front().read_gbs, hooks.timer));
         if (hooks.progress) hooks.progress(i + 1, pts.size());
     }
     return o;

@@ -12,20 +12,28 @@
 
 namespace kvsim {
 
+// Times `repeats` calls call(1..repeats) after the warm-up call(0); returns per-call statistics in ns.
+using call_timer = std::function<time_stats(int repeats, const std::function<void(int)> & call)>;
+
 struct sweep_hooks {
     const std::atomic<bool> * stop = nullptr;                // checked between points; set = stop early
     std::function<void(size_t done, size_t total)> progress;  // after each point
+    // Backend-specific timing and limit (kvbench --backend cuda: CUDA events with an L2 flush, device-to-device
+    // copy bandwidth). Unset: host steady_clock around each call (synchronous backends) and the CPU probe.
+    call_timer timer;
+    std::function<run_limit(const sweep_config &, const std::string & host)> measure_limit;
 };
 
 // Measure read/copy bandwidth with c.limit_bytes buffers and c.threads threads (kernels/bandwidth.h), best of 5.
 run_limit measure_run_limit(const sweep_config & c, const std::string & host);
 
-// Time one point. Host-memory buffers: be must be a CPU backend. A point whose K+V exceed c.max_buffer_bytes is
+// Time one point. K/V, Q, mask, output and shifts live in the backend's memory (attn_backend::alloc/upload; the
+// CPU backend uses the host buffers directly); baselines read the host copies. timer: null = host clock. A point whose K+V exceed c.max_buffer_bytes is
 // returned with status "skipped". The Eigen baseline is skipped above c.eigen_max_bytes of f32 K+V, the reference
 // above c.ref_max_cells cells (note says so). Throws std::runtime_error when the incremental mask differs from a
 // full build (a kernel bug), std::bad_alloc when memory runs out.
 point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
-                             double read_gbs);
+                             double read_gbs, const call_timer & timer = {});
 
 // The whole sweep: limit first, then every point of c's shard in plan order. Returns what was measured; sets
 // interrupted when hooks.stop was raised before the last point.

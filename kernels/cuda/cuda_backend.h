@@ -57,6 +57,7 @@ private:
 struct cuda_timing {
     double median_ms = 0.0;  // median over the timed launches, milliseconds
     double min_ms = 0.0;
+    double max_ms = 0.0;
     int n = 0;               // timed launches
 };
 

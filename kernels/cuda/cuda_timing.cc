@@ -66,6 +66,7 @@ cuda_timing summarise(std::vector<double> t) {
     cuda_timing r;
     r.n = (int) t.size();
     r.min_ms = t.front();
+    r.max_ms = t.back();
     r.median_ms = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
     return r;
 }

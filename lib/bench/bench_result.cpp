@@ -11,8 +11,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
-#include <set>
 #include <thread>
 
 namespace kvsim {
@@ -136,6 +136,29 @@ point_result point_from(const nlohmann::json & j) {
 
 }  // namespace
 
+size_t last_level_cache_bytes() {
+    size_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 16; ++i) {
+        const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+        std::ifstream lf(dir + "level"), sf(dir + "size");
+        int level = 0;
+        std::string size;
+        if (!(lf >> level) || !(sf >> size) || size.empty()) continue;
+        size_t mult = 1;
+        if (size.back() == 'K') mult = (size_t) 1 << 10;
+        if (size.back() == 'M') mult = (size_t) 1 << 20;
+        if (size.back() == 'G') mult = (size_t) 1 << 30;
+        if (mult != 1) size.pop_back();
+        const size_t bytes = (size_t) std::strtoull(size.c_str(), nullptr, 10) * mult;
+        if (level > best_level || (level == best_level && bytes > best)) {
+            best_level = level;
+            best = bytes;
+        }
+    }
+    return best;
+}
+
 machine_info collect_machine_info(const std::string & build_type) {
     machine_info m;
     m.cpu_model = field_after_colon("/proc/cpuinfo", "model name");
@@ -203,39 +226,113 @@ sweep_output sweep_output_from_json(const nlohmann::json & j) {
     return o;
 }
 
-sweep_output merge_outputs(const std::vector<sweep_output> & parts) {
+namespace {
+
+// "ctx [256,1024] vs [256]" for each config key two shards disagree on (their shard aside).
+std::string config_diff(const sweep_config & a, const sweep_config & b) {
+    const nlohmann::json ja = config_to_json(a), jb = config_to_json(b);
+    std::vector<std::string> diffs;
+    for (auto it = ja.begin(); it != ja.end(); ++it) {
+        if (it.key() == "shard" || (jb.contains(it.key()) && jb[it.key()] == it.value())) continue;
+        diffs.push_back(fmt::format("{} {} vs {}", it.key(), it.value().dump(), jb.value(it.key(), nlohmann::json()).dump()));
+    }
+    return fmt::format("{}", fmt::join(diffs, ", "));
+}
+
+// A point must be the plan's point at its index, and that index must be in the file's shard:
+// anything else is a hand-edited or foreign file whose numbers would be merged under wrong labels.
+void check_point(const bench_point & pt, const std::string & name, const shard_spec & s, const std::vector<bench_point> & plan) {
+    if (pt.index < 0 || pt.index >= (int64_t) plan.size()) {
+        throw usage_error(fmt::format("kvbench merge: {}: point index {} is out of range: the sweep has {} points (0..{})", name,
+                                      pt.index, plan.size(), (int64_t) plan.size() - 1));
+    }
+    if (pt.index % s.count != s.index) {
+        throw usage_error(fmt::format("kvbench merge: {}: point index {} belongs to shard {}/{}, not to the file's shard {}/{}", name,
+                                      pt.index, pt.index % s.count, s.count, s.index, s.count));
+    }
+    const bench_point & want = plan[(size_t) pt.index];
+    if (pt.ctx != want.ctx || pt.type != want.type || pt.batch != want.batch) {
+        throw usage_error(fmt::format("kvbench merge: {}: point {} is ctx {} {} batch {}, but the sweep's point {} is ctx {} {} batch {}",
+                                      name, pt.index, pt.ctx, ggml_type_name(pt.type), pt.batch, want.index, want.ctx,
+                                      ggml_type_name(want.type), want.batch));
+    }
+}
+
+// Every point of a shard is the plan's, and an empty shard is refused (a run that measured
+// nothing, or a file emptied by hand) unless the plan has no points for it.
+void check_shard_points(const sweep_output & p, const std::string & name, const std::vector<bench_point> & plan) {
+    const shard_spec & s = p.config.shard;
+    const size_t share = shard_points(plan, s).size();
+    if (p.results.empty() && share > 0) {
+        throw usage_error(fmt::format("kvbench merge: {} (shard {}/{}) has no points; its share of the sweep is {}", name, s.index,
+                                      s.count, share));
+    }
+    for (const point_result & r : p.results) check_point(r.point, name, s, plan);
+}
+
+// With distinct points of its own shard, a shard is complete when it has its whole share; only an
+// interrupted run may stop short (and the merge is then flagged interrupted).
+void check_shard_complete(const sweep_output & p, const std::string & name, const std::vector<bench_point> & plan) {
+    const shard_spec & s = p.config.shard;
+    const size_t share = shard_points(plan, s).size();
+    if (!p.interrupted && p.results.size() != share) {
+        throw usage_error(fmt::format("kvbench merge: {} (shard {}/{}) has {} of its {} points and is not marked interrupted", name,
+                                      s.index, s.count, p.results.size(), share));
+    }
+}
+
+// The file-level checks: same sweep and shard count as the first input, each shard once.
+void check_shard_header(const sweep_output & p, const std::string & name, const sweep_output & first,
+                        const std::string & first_name, std::map<int, std::string> & shards) {
+    if (!same_sweep(p.config, first.config)) {
+        throw usage_error(fmt::format("kvbench merge: {} and {} describe different sweeps ({})", first_name, name,
+                                      config_diff(first.config, p.config)));
+    }
+    const shard_spec & s = p.config.shard;
+    if (s.count != first.config.shard.count) {
+        throw usage_error(fmt::format("kvbench merge: {} is shard {}/{} but {} is shard {}/{}: different shard counts", name, s.index,
+                                      s.count, first_name, first.config.shard.index, first.config.shard.count));
+    }
+    const auto [it, fresh] = shards.emplace(s.index, name);
+    if (!fresh) throw usage_error(fmt::format("kvbench merge: shard {}/{} given twice ({} and {})", s.index, s.count, it->second, name));
+}
+
+}  // namespace
+
+sweep_output merge_outputs(const std::vector<sweep_output> & parts, const std::vector<std::string> & names) {
     if (parts.empty()) throw usage_error("kvbench merge: no inputs");
+    auto name_of = [&](size_t i) { return i < names.size() ? names[i] : fmt::format("input {}", i + 1); };
     sweep_output out = parts.front();
     out.results.clear();
     out.limits.clear();
     out.notes.clear();
     out.interrupted = false;
-    const int n = parts.front().config.shard.count;
-    std::set<int> shards;
-    std::set<int64_t> seen;
-    for (const sweep_output & p : parts) {
-        if (!same_sweep(p.config, parts.front().config)) {
-            throw usage_error("kvbench merge: the inputs describe different sweeps (ctx/types/batch/shape/threads/...)");
-        }
-        if (p.config.shard.count != n) throw usage_error("kvbench merge: the inputs use different shard counts");
-        if (!shards.insert(p.config.shard.index).second) {
-            throw usage_error(fmt::format("kvbench merge: shard {}/{} given twice", p.config.shard.index, n));
-        }
+    const std::vector<bench_point> plan = plan_points(parts.front().config);
+    std::map<int, std::string> shards;
+    std::map<int64_t, std::string> owner;   // point index -> input holding it
+    for (size_t i = 0; i < parts.size(); ++i) {
+        const sweep_output & p = parts[i];
+        check_shard_header(p, name_of(i), parts.front(), name_of(0), shards);
+        check_shard_points(p, name_of(i), plan);
         for (const point_result & r : p.results) {
-            if (!seen.insert(r.point.index).second) {
-                throw usage_error(fmt::format("kvbench merge: point {} appears twice", r.point.index));
+            const auto [it, fresh] = owner.emplace(r.point.index, name_of(i));
+            if (!fresh) {
+                throw usage_error(it->second == name_of(i)
+                                      ? fmt::format("kvbench merge: point {} appears twice in {}", r.point.index, it->second)
+                                      : fmt::format("kvbench merge: point {} appears twice ({} and {})", r.point.index,
+                                                    it->second, name_of(i)));
             }
             out.results.push_back(r);
         }
+        check_shard_complete(p, name_of(i), plan);
         out.limits.insert(out.limits.end(), p.limits.begin(), p.limits.end());
         for (const std::string & note : p.notes) {
             if (std::find(out.notes.begin(), out.notes.end(), note) == out.notes.end()) out.notes.push_back(note);
         }
         out.interrupted = out.interrupted || p.interrupted;
     }
-    if ((int) shards.size() != n) {
-        throw usage_error(fmt::format("kvbench merge: {} of {} shards given", shards.size(), n));
-    }
+    const int n = parts.front().config.shard.count;
+    if ((int) shards.size() != n) throw usage_error(fmt::format("kvbench merge: {} of {} shards given", shards.size(), n));
     std::sort(out.results.begin(), out.results.end(),
               [](const point_result & a, const point_result & b) { return a.point.index < b.point.index; });
     out.config.shard = {0, 1};

@@ -60,6 +60,10 @@ struct machine_info {
 // (run in the current directory; "unknown" when it fails), the clock and the host name. Never throws.
 machine_info collect_machine_info(const std::string & build_type);
 
+// Size of the largest (last-level) CPU cache in bytes from /sys/devices/system/cpu/cpu0/cache (sizes like
+// "32768K" or "300M"); 0 when unknown. A VM may report the whole socket's cache.
+size_t last_level_cache_bytes();
+
 // The measured limit of one run (kernels/bandwidth.h), GB/s.
 struct run_limit {
     int shard = 0;
@@ -81,9 +85,12 @@ nlohmann::json to_json(const sweep_output & o);
 // Throws std::runtime_error naming the missing/invalid field.
 sweep_output sweep_output_from_json(const nlohmann::json & j);
 
-// Join shard outputs into one run (shard 0/1, points sorted by plan index). Throws usage_error when the inputs are
-// empty, describe different sweeps (same_sweep), have different shard counts, repeat or miss a shard, or contain
-// the same point twice. Interrupted shards are merged and flagged interrupted.
-sweep_output merge_outputs(const std::vector<sweep_output> & parts);
+// Join shard outputs into one run (shard 0/1, points sorted by plan index). names[i] labels parts[i] in errors
+// (its kvbench.json path; "input i+1" when missing). Throws usage_error naming the input and the value when the
+// inputs are empty, describe different sweeps (same_sweep), have different shard counts, repeat or miss a shard,
+// hold no points, hold a point that is not the sweep plan's point of the file's shard (index out of range, another
+// shard's index, other ctx/type/batch), miss points without being flagged interrupted, or contain the same point
+// twice. Interrupted shards are merged and flagged interrupted.
+sweep_output merge_outputs(const std::vector<sweep_output> & parts, const std::vector<std::string> & names = {});
 
 }  // namespace kvsim

@@ -48,7 +48,7 @@ struct sweep_config {
     int threads = 2;
     int repeats = 5;                   // timed calls per kernel and point (after one warm-up call)
     size_t max_buffer_bytes = (size_t) 6 << 30;   // skip points whose K+V (one copy) exceed this
-    size_t rotate_bytes = (size_t) 64 << 20;      // K/V copies rotated per call so >= this many bytes cycle (LLC ~32 MiB)
+    size_t rotate_bytes = (size_t) 64 << 20;      // K/V copies rotated per call so >= this many bytes cycle (kvbench: >= 2x LLC)
     size_t eigen_max_bytes = (size_t) 2 << 30;    // skip the Eigen baseline when its f32 K+V exceed this
     int64_t ref_max_cells = 4096;                 // skip the naive reference above ctx*batch cells
     size_t limit_bytes = (size_t) 512 << 20;      // buffer size of the bandwidth probe
