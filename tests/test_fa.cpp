@@ -27,6 +27,7 @@ struct fa_case {
     bool mask_all = false;   // mask every cell of token 0
     bool mask_f32 = false;   // f32 mask (flash attention off in llama.cpp) instead of f16
     int64_t stream0 = 0;     // first stream of the call inside a cache of stream0 + n_stream streams
+    bool grouped = true;     // cpu_backend::set_fa_grouped
 };
 
 // Tolerance on the max abs output error (|V| < 1): float accumulation vs double.
@@ -34,6 +35,7 @@ double tolerance(const fa_case & c) { return c.tk == ggml_type::f32 && c.tv == g
 
 void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
     std::mt19937 rng(seed);
+    be.set_fa_grouped(c.grouped);
     const attn_rot rot = attn_rot_config(c.tk, c.tv, c.head_dim, c.head_dim, !c.rot);
     const int64_t kv_size = c.n_kv + 5;
     kv_tensor k{nullptr, c.tk, c.head_dim, c.n_head_kv, kv_size, c.stream0 + c.n_stream};
@@ -104,8 +106,8 @@ void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
         finite &= std::isfinite(out[i]);
         err = std::max(err, (double) std::fabs(out[i] - out_ref[i]));
     }
-    INFO("hd " << c.head_dim << " gqa " << c.gqa << " n_kv " << c.n_kv << " tk " << ggml_type_name(c.tk) << " tv "
-               << ggml_type_name(c.tv) << " rot " << c.rot << " err " << err);
+    INFO("hd " << c.head_dim << " gqa " << c.gqa << " n_kv " << c.n_kv << " tk " << std::string(ggml_type_name(c.tk)) << " tv "
+               << std::string(ggml_type_name(c.tv)) << " rot " << c.rot << " err " << err);
     CHECK(finite);
     CHECK(err <= tolerance(c));
     if (c.mask_all) {
@@ -118,11 +120,12 @@ void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
 TEST_CASE("flash attention matches the reference for every KV type, head dim and GQA ratio") {
     cpu_backend be(2);
     // both inner loops: K/V read in place per KV head (AVX-512 builds) and the portable tile copy
+    // both inner loops: K/V read in place per KV head (AVX-512 builds) and the portable tile copy
     bool grouped = true;
     SUBCASE("K/V read in place per KV head") { grouped = true; }
     SUBCASE("tiles converted to f32") { grouped = false; }
-    be.set_fa_grouped(grouped);
-    INFO("grouped path " << grouped << " (supported here: " << cpu::fa_group_supported(ggml_type::f16, ggml_type::f16, 128, 128) << ")");
+    INFO("grouped " << grouped << " (supported here: " << cpu::fa_group_supported(ggml_type::f16, ggml_type::f16, 128, 128)
+                    << ")");
     uint32_t seed = 1;
     for (ggml_type t : {ggml_type::f32, ggml_type::f16, ggml_type::q8_0, ggml_type::q4_0}) {
         for (int64_t hd : {64, 128, 256}) {
@@ -133,6 +136,7 @@ TEST_CASE("flash attention matches the reference for every KV type, head dim and
                 c.gqa = gqa;
                 c.n_kv = 1 + (int64_t) (seed * 97 % 700);
                 c.rot = ggml_is_quantized(t) && seed % 2 == 0;
+                c.grouped = grouped;
                 run_case(c, be, seed++);
             }
         }

@@ -206,7 +206,8 @@ void cpu_backend::flash_attn(const fa_desc & d, const fa_plan & plan, const fa_a
         const int64_t c = item % plan.n_chunks, s = item / plan.n_chunks;
         const int64_t c0 = c * plan.chunk;
         const int64_t c1 = std::min(d.n_kv, c0 + plan.chunk);
-        run_chunk(d, a, qrot, s, c0, c1, fa_partial_.data() + (size_t) item * per_item, fa_scratch_[(size_t) thread], fa_grouped_);
+        run_chunk(d, a, qrot, s, c0, c1, fa_partial_.data() + (size_t) item * per_item, fa_scratch_[(size_t) thread],
+                  fa_grouped_);
     });
 
     // log-sum-exp merge of the chunks of each stream into out

@@ -61,14 +61,31 @@ inline __m512 reduce16(__m512 * v) {
     return v[0];
 }
 
+// Row r of a 4x4 score block sits in lanes 4r..4r+3 (reduce16): rows r0.. of scores, cells j..j+3 (< nt).
+inline void store_scores(__m512 s, float * scores, int64_t ld, int64_t r0, int64_t n_valid, int64_t j, int64_t nt) {
+    if (j + 4 <= nt) {
+        if (n_valid > 0) _mm_storeu_ps(scores + (r0 + 0) * ld + j, _mm512_extractf32x4_ps(s, 0));
+        if (n_valid > 1) _mm_storeu_ps(scores + (r0 + 1) * ld + j, _mm512_extractf32x4_ps(s, 1));
+        if (n_valid > 2) _mm_storeu_ps(scores + (r0 + 2) * ld + j, _mm512_extractf32x4_ps(s, 2));
+        if (n_valid > 3) _mm_storeu_ps(scores + (r0 + 3) * ld + j, _mm512_extractf32x4_ps(s, 3));
+        return;
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, s);
+    for (int64_t r = 0; r < n_valid; ++r) {
+        for (int64_t c = 0; j + c < nt; ++c) scores[(r0 + r) * ld + j + c] = lanes[4 * r + c];
+    }
+}
+
 // 4 query rows x 4 cells: acc[c*4 + r] accumulates q[r] . K_c, so reduce16 puts row r's four scores in lanes 4r..4r+3.
 template <ggml_type T>
-void qk_4x4(const float * const * q, const char * const * k, int64_t dk, float * const * out) {
+__m512 qk_4x4(const float * const * q, const char * const * k, int64_t dk) {
     __m512 acc[16];
     for (auto & a : acc) a = _mm512_setzero_ps();
+    const float * q0p = q[0], * q1p = q[1], * q2p = q[2], * q3p = q[3];
     for (int64_t e = 0; e < dk; e += 16) {
-        const __m512 q0 = _mm512_loadu_ps(q[0] + e), q1 = _mm512_loadu_ps(q[1] + e);
-        const __m512 q2 = _mm512_loadu_ps(q[2] + e), q3 = _mm512_loadu_ps(q[3] + e);
+        const __m512 q0 = _mm512_loadu_ps(q0p + e), q1 = _mm512_loadu_ps(q1p + e);
+        const __m512 q2 = _mm512_loadu_ps(q2p + e), q3 = _mm512_loadu_ps(q3p + e);
         for (int c = 0; c < 4; ++c) {
             const __m512 kv = load16<T>(k[c], e);
             acc[c * 4 + 0] = _mm512_fmadd_ps(q0, kv, acc[c * 4 + 0]);
@@ -77,32 +94,23 @@ void qk_4x4(const float * const * q, const char * const * k, int64_t dk, float *
             acc[c * 4 + 3] = _mm512_fmadd_ps(q3, kv, acc[c * 4 + 3]);
         }
     }
-    const __m512 s = reduce16(acc);
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, s);
-    for (int r = 0; r < 4; ++r) {
-        for (int c = 0; c < 4; ++c) out[r][c] = lanes[4 * r + c];
-    }
+    return reduce16(acc);
 }
 
 template <ggml_type T>
 void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk, float * scores,
         int64_t ld, prefetch_stream & pf) {
     for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        // a short last row block repeats its first row into a throw-away output
+        // a short last row block repeats its last row; those lanes are not stored
+        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
         const float * qb[4];
         for (int r = 0; r < 4; ++r) qb[r] = q[std::min(r0 + r, n_rows - 1)];
         for (int64_t j = 0; j < nt; j += 4) {
             const char * kb[4];
             for (int c = 0; c < 4; ++c) kb[c] = k0 + (size_t) std::min(j + c, nt - 1) * stride;
-            float tmp[4][4];
-            float * ob[4] = {tmp[0], tmp[1], tmp[2], tmp[3]};
-            qk_4x4<T>(qb, kb, dk, ob);
+            const __m512 s = qk_4x4<T>(qb, kb, dk);
             pf.step();
-            for (int r = 0; r < 4 && r0 + r < n_rows; ++r) {
-                float * dst = scores + (r0 + r) * ld + j;
-                for (int c = 0; c < 4 && j + c < nt; ++c) dst[c] = tmp[r][c];
-            }
+            store_scores(s, scores, ld, r0, n_valid, j, nt);
         }
     }
 }
@@ -115,15 +123,20 @@ void pv_4x64(float * const * acc, const float * const * p, int64_t n_valid, cons
     __m512 a[4][4];
     for (int r = 0; r < 4; ++r)
         for (int c = 0; c < 4; ++c) a[r][c] = r < n_valid ? _mm512_loadu_ps(acc[r] + e0 + 16 * c) : _mm512_setzero_ps();
+    const float * p0 = p[0], * p1 = p[1], * p2 = p[2], * p3 = p[3];
     for (int64_t j = 0; j < nt; ++j) {
         pf.step();
         if (!live[j]) continue;
         const char * row = v0 + (size_t) j * stride;
         __m512 v[4];
         for (int c = 0; c < 4; ++c) v[c] = load16<T>(row, e0 + 16 * c);
-        for (int r = 0; r < 4; ++r) {
-            const __m512 w = _mm512_set1_ps(p[r][j]);
-            for (int c = 0; c < 4; ++c) a[r][c] = _mm512_fmadd_ps(w, v[c], a[r][c]);
+        const __m512 w0 = _mm512_set1_ps(p0[j]), w1 = _mm512_set1_ps(p1[j]);
+        const __m512 w2 = _mm512_set1_ps(p2[j]), w3 = _mm512_set1_ps(p3[j]);
+        for (int c = 0; c < 4; ++c) {
+            a[0][c] = _mm512_fmadd_ps(w0, v[c], a[0][c]);
+            a[1][c] = _mm512_fmadd_ps(w1, v[c], a[1][c]);
+            a[2][c] = _mm512_fmadd_ps(w2, v[c], a[2][c]);
+            a[3][c] = _mm512_fmadd_ps(w3, v[c], a[3][c]);
         }
     }
     for (int r = 0; r < n_valid; ++r)
