@@ -36,6 +36,10 @@ void check_kq_mask_desc(const kq_mask_desc & d, const kq_mask_stream * streams) 
     }
 }
 
+namespace {
+bool rot_size_ok(int n) { return n == 0 || (n > 0 && (n & (n - 1)) == 0); }
+}  // namespace
+
 void check_fa(const fa_desc & d, const fa_args & a) {
     auto fail = [](const std::string & why) { throw std::invalid_argument("flash_attn: " + why); };
     check_kv_tensor(a.k, "flash_attn K");
@@ -51,6 +55,8 @@ void check_fa(const fa_desc & d, const fa_args & a) {
     if (a.mask && a.mask_type != ggml_type::f16 && a.mask_type != ggml_type::f32) fail("mask type must be f16 or f32");
     if (d.max_bias > 0.0f && !a.mask) fail("max_bias > 0 requires a mask");
     if (d.rot.n_k && d.head_dim_k % d.rot.n_k != 0) fail("K rotation size does not divide head_dim_k");
+    // the Walsh-Hadamard transforms (CPU fwht, CUDA block_fwht) are defined for powers of two only
+    if (!rot_size_ok(d.rot.n_k) || !rot_size_ok(d.rot.n_v)) fail("rotation sizes must be 0 or a power of two");
     if (d.rot.n_v && d.head_dim_v % d.rot.n_v != 0) fail("V rotation size does not divide head_dim_v");
 }
 
@@ -60,6 +66,7 @@ void check_kshift(const kshift_desc & d, const kv_tensor & k) {
         throw std::invalid_argument("k_shift: n_rot " + std::to_string(d.rope.n_rot) + " must be even and <= head_dim");
     }
     if (d.rot.n_k && k.head_dim % d.rot.n_k != 0) throw std::invalid_argument("k_shift: rotation size does not divide head_dim");
+    if (!rot_size_ok(d.rot.n_k)) throw std::invalid_argument("k_shift: rotation size must be 0 or a power of two");
 }
 
 kshift_report begin_kshift(const kshift_desc & d, const kv_tensor & k) {

@@ -93,7 +93,14 @@ KVBENCH="$BUILD/kvbench"
 if [ -x "$KVBENCH" ] && "$KVBENCH" sweep --help > "$OUT/kvbench-help.txt" 2>&1; then
     mkdir -p "$OUT/kvbench"
     run_step kvbench_sweep "$OUT/kvbench.log" "$KVBENCH" sweep --ctx 4096,32768,131072 --kv-type f16,q8_0,q4_0 \
-        --batch 1,8,32 --backend cuda --out "$OUT/kvbench"
+        --batch 1,8,32 --backend cuda -t "$JOBS" --repeats 10 --out "$OUT/kvbench" &&
+        run_step kvbench_errors "$OUT/kvbench-errors.log" python3 -c '
+import json, sys
+pts = json.load(open(sys.argv[1]))["points"]
+bad = [p for p in pts if p.get("status") == "ok" and max(p.get("err_vs_eigen", -1), p.get("err_vs_ref", -1)) > 1e-3]
+for p in bad: print("CUDA output differs from the CPU baselines:", p)
+print(len(pts), "points,", len(bad), "with |err| > 1e-3")
+sys.exit(1 if bad else 0)' "$OUT/kvbench/kvbench.json"
 else
     note "SKIP kvbench_sweep: $KVBENCH sweep not available in this checkout"
 fi
@@ -102,7 +109,8 @@ KVSIM="$BUILD/kvsim"
 TRACE=traces/ops/context_shift.csv
 [ -x "$KVSIM" ] && "$KVSIM" replay --help > "$OUT/kvsim-replay-help.txt" 2>&1
 if grep -q -- "--verify" "$OUT/kvsim-replay-help.txt" 2>/dev/null && grep -q -- "--backend" "$OUT/kvsim-replay-help.txt"; then
-    run_step replay_cuda_verify "$OUT/replay.log" "$KVSIM" replay "$TRACE" --model tiny-llama -c 256 -np 2 -kvu \
+    # llama-3-8b heads (128): the CUDA kernels take head_dim 64/128/256, tiny-llama's is 32
+    run_step replay_cuda_verify "$OUT/replay.log" "$KVSIM" replay "$TRACE" --model llama-3-8b -c 4096 -np 2 -kvu \
         --backend cuda --verify
 else
     note "SKIP replay_cuda_verify: kvsim replay has no --backend/--verify flags in this checkout"
@@ -110,7 +118,7 @@ fi
 
 if command -v nsys > /dev/null 2>&1 && [ -x "$KVSIM" ] && [ "$(left)" -gt 60 ]; then
     run_step nsys_profile "$OUT/nsys.log" nsys profile --trace=cuda,nvtx --force-overwrite=true \
-        -o "$OUT/kvsim-replay" "$KVSIM" replay "$TRACE" --model tiny-llama -c 256 -np 2 -kvu
+        -o "$OUT/kvsim-replay" "$KVSIM" replay "$TRACE" --model llama-3-8b -c 4096 -np 2 -kvu --backend cuda
 else
     note "SKIP nsys_profile: nsys not installed or too little time left"
 fi

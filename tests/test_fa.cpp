@@ -218,4 +218,13 @@ TEST_CASE("flash attention rejects bad shapes") {
     d.n_head = 8;
     d.max_bias = 1.0f;  // ALiBi without a mask
     CHECK_THROWS_AS(be.flash_attn(d, be.plan_flash_attn(d), a), std::invalid_argument);
+    d.max_bias = 0.0f;
+    CHECK_NOTHROW(be.flash_attn(d, be.plan_flash_attn(d), a));
+    d.rot.n_k = 64;  // divides 128 but is a power of two: accepted
+    CHECK_NOTHROW(be.flash_attn(d, be.plan_flash_attn(d), a));
+    d.rot.n_k = 32 * 3;  // not a power of two: the Walsh-Hadamard transform is undefined (CUDA wrote out of bounds)
+    kv_tensor k96{buf.data(), ggml_type::f16, 96, 2, 16, 1};
+    fa_args a96{q.data(), k96, k96, 0, nullptr, ggml_type::f16, out.data()};
+    d.head_dim_k = d.head_dim_v = 96;
+    CHECK_THROWS_WITH_AS(be.flash_attn(d, be.plan_flash_attn(d), a96), doctest::Contains("power of two"), std::invalid_argument);
 }

@@ -18,8 +18,9 @@ struct bench_backend {
 };
 
 // "cpu" -> cpu_backend(n_threads), host clock, STREAM-style CPU probe.
-// "cuda" -> the synchronous CUDA backend on device 0, timed with CUDA events after an L2 flush (median of
-// --repeats launches after one warm-up), limit = device-to-device copy bandwidth (c.limit_bytes, 10 repeats).
+// "cuda" -> the asynchronous CUDA backend on device 0, timed with CUDA events after an L2 flush (median of
+// --repeats launches after one warm-up), limit = device-to-device copy bandwidth (c.limit_bytes, 10 repeats,
+// bytes read + written per second: issue 8 states its goals against it).
 // Throws usage_error when this binary has no CUDA backend (built without KVSIM_HAVE_CUDA) or no usable CUDA
 // device exists (with the runtime's reason); anything else: usage_error listing the choices.
 bench_backend make_bench_backend(const std::string & name, int n_threads);

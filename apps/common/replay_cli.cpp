@@ -187,7 +187,9 @@ std::unique_ptr<replay_hooks> make_hooks(const kernel_options & k) {
     if (backend == "cuda") {
         std::string why;
         if (!cuda_device_available(&why)) throw usage_error("--backend cuda: " + why);
-        return make_kernel_hooks(k, make_cuda_backend(0));
+        // the GPU's memory limit: device-to-device copy bandwidth (issue 8's reference), not the host's DRAM
+        limit_probe probe{[] { return cuda_copy_bandwidth(size_t(1) << 30, 10); }, "device-to-device copy"};
+        return make_kernel_hooks(k, make_cuda_backend(0), std::move(probe));
     }
 #else
     if (backend == "auto") backend = "cpu";

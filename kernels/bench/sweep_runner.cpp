@@ -327,8 +327,10 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
                     "calls: no point is timed from cache; column 'copies'{}",
                     c.rotate_bytes >> 20, hooks.timer ? "; device L2 flushed before every timed call" : ""),
         "quantized K/V are Hadamard-rotated as llama_kv_cache does by default (attn_rot_config)",
-        "times: one warm-up call, then --repeats calls; GB/s and %lim from the median time, limit = read bandwidth "
-        "measured in this run with the same thread count",
+        hooks.timer ? "times: CUDA events, one warm-up call, then --repeats calls; GB/s and %lim from the median time, "
+                      "limit = device-to-device copy bandwidth (read + written bytes per second) measured in this run"
+                    : "times: one warm-up call, then --repeats calls; GB/s and %lim from the median time, limit = read "
+                      "bandwidth measured in this run with the same thread count",
         fmt::format("Eigen baseline: dense GEMM Q.K^T, softmax, .V on pre-converted f32 K/V, {} threads, skipped above "
                     "{} MiB of f32 K+V",
                     c.threads, c.eigen_max_bytes >> 20),

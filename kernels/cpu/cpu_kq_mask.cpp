@@ -65,7 +65,7 @@ void update_moved_row(const kq_mask_desc & d, const kq_mask_stream & st, size_t 
         int hit = 0;
         for (int64_t j = j0; j < j1; ++j) {
             const int32_t p0 = pos[j];
-            hit |= (p0 >= 0) & ((p0 >= a.lo) & (p0 <= a.hi)) ^ ((p0 >= b.lo) & (p0 <= b.hi));
+            hit |= (p0 >= 0) & (((p0 >= a.lo) & (p0 <= a.hi)) ^ ((p0 >= b.lo) & (p0 <= b.hi)));
         }
         if (!hit) continue;
         for (int64_t j = j0; j < j1; ++j) {

@@ -52,6 +52,7 @@ void * ensure(cuda_buffer & b, size_t bytes) {
 struct mask_mirror {
     int64_t n_kv = 0, n_stream = 0;
     cuda_buffer cell_pos, cell_seq;
+    uint64_t last_use = 0;
 };
 
 class cuda_backend final : public attn_backend {
@@ -87,7 +88,7 @@ public:
 
     void build_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, void * dst) override {
         check_kq_mask_desc(d, streams);
-        mask_mirror & mm = mirrors_[dst];
+        mask_mirror & mm = mirror(dst);
         upload_cells(d, streams, mm);
         upload_tokens(d, streams, nullptr);
         cuda::mask_build_launch(d, meta(d, mm), dst, nullptr);
@@ -110,7 +111,7 @@ public:
             }
             max_changed = std::max(max_changed, ch.cells.size());
         }
-        mask_mirror & mm = mirrors_[dst];
+        mask_mirror & mm = mirror(dst);
         const bool have = mm.n_kv == d.n_kv && mm.n_stream == d.n_stream;
         const int mc = (int) max_changed;
         // changed cells: [n_stream][mc] indices, counts, and their new pos / seq words
@@ -250,7 +251,24 @@ private:
                 t + 2 * n, t + 3 * n};
     }
 
+    // The mirror of dst, created empty when new. The least recently used mirrors beyond 16 are dropped: a freed
+    // dst would otherwise keep its mirror forever (kvbench allocates masks per point); a dropped mirror only
+    // means the next update of that dst uploads all metadata again.
+    mask_mirror & mirror(void * dst) {
+        mask_mirror & mm = mirrors_[dst];
+        mm.last_use = ++mirror_tick_;
+        while (mirrors_.size() > 16) {
+            auto oldest = mirrors_.begin();
+            for (auto it = mirrors_.begin(); it != mirrors_.end(); ++it) {
+                if (it->second.last_use < oldest->second.last_use) oldest = it;
+            }
+            mirrors_.erase(oldest);
+        }
+        return mm;
+    }
+
     bool sync_;
+    uint64_t mirror_tick_ = 0;
     cuda_device_info info_;
     cuda_buffer q_rot_, part_, tok_, changes_buf_, freq_;
     std::map<void *, mask_mirror> mirrors_;

@@ -287,6 +287,11 @@ void fa_check_cuda_shape(const fa_desc & d) {
                                     std::to_string(d.head_dim_k) + "/" + std::to_string(d.head_dim_v));
     }
     if (d.n_kv > INT32_MAX / 2 || d.n_head * d.n_tps > INT32_MAX / 2) throw std::invalid_argument("CUDA flash_attn: shape too large");
+    // grid.y = n_head_kv * row groups of 8 (fa_launch): a launch beyond 65535 would fail, so say why up front
+    const int64_t rows = d.n_tps * (d.n_head / d.n_head_kv);
+    if (d.n_head_kv * ((rows + 7) / 8) > 65535) {
+        throw std::invalid_argument("CUDA flash_attn: n_head_kv x ceil(n_tps x gqa / 8) exceeds the 65535 grid limit (ubatch too large)");
+    }
 }
 
 void fa_launch(const fa_desc & d, const fa_plan & plan, const fa_args & a, const float * q, float * part, cudaStream_t st) {

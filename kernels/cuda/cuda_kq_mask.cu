@@ -1,5 +1,6 @@
 // KQ mask on the GPU, full and incremental (llama-kv-cache.cpp: set_input_kq_mask_impl), from a device copy of
 // the cell metadata. Same rule and same f16 rounding as kernels/cpu/cpu_kq_mask.cpp, so results are bit-equal.
+#include <stdexcept>
 #include "cuda_common.cuh"
 #include "cuda_internal.h"
 
@@ -97,9 +98,17 @@ mask_rule rule_of(const kq_mask_desc & d) {
 
 constexpr int mask_threads = 256;
 
+// grid.y = n_tps and grid.z = n_stream: the launch would fail beyond 65535, so refuse with the reason
+void check_mask_grid(const kq_mask_desc & d) {
+    if (d.n_tps > 65535 || d.n_stream > 65535) {
+        throw std::invalid_argument("CUDA KQ mask: n_tps and n_stream must be <= 65535 (grid limit)");
+    }
+}
+
 }  // namespace
 
 void mask_build_launch(const kq_mask_desc & d, const mask_meta_dev & m, void * dst, cudaStream_t st) {
+    check_mask_grid(d);
     const dim3 grid((unsigned) ((d.n_kv + mask_threads - 1) / mask_threads), (unsigned) d.n_tps, (unsigned) d.n_stream);
     mask_build_kernel<<<grid, mask_threads, 0, st>>>(rule_of(d), m, (int) d.n_kv, (int) d.n_tps, dst);
     check(cudaGetLastError(), "KQ mask build launch");
@@ -107,6 +116,7 @@ void mask_build_launch(const kq_mask_desc & d, const mask_meta_dev & m, void * d
 
 void mask_update_launch(const kq_mask_desc & d, const mask_meta_dev & m, const uint32_t * changed, const int32_t * n_changed,
                         int max_changed, void * dst, cudaStream_t st) {
+    check_mask_grid(d);
     const dim3 grid((unsigned) ((d.n_kv + mask_threads - 1) / mask_threads), (unsigned) d.n_tps, (unsigned) d.n_stream);
     mask_update_kernel<<<grid, mask_threads, 0, st>>>(rule_of(d), m, (int) d.n_kv, (int) d.n_tps, dst);
     if (max_changed > 0) {

@@ -38,7 +38,8 @@ struct cache_buffers {
 
 class kernel_hooks final : public replay_hooks, public decode_observer {
 public:
-    kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> be) : o_(o), be_(std::move(be)) {}
+    kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> be, limit_probe limit)
+        : o_(o), be_(std::move(be)), probe_(std::move(limit)) {}
 
     void begin(context & ctx, const uint64_t * step, const double * sim_time, step_time_model * tm) override {
         ctx_ = &ctx;
@@ -52,7 +53,7 @@ public:
         rope_.mode = m.rope == rope_type::neox ? rope_mode::neox : rope_mode::norm;
         rope_.freq_base = m.rope_freq_base;
         rope_.freq_scale = m.rope_freq_scale;
-        limit_ = measure_bandwidth(size_t(256) << 20, threads(), 5);
+        limit_ = probe_.measure ? probe_.measure() : measure_bandwidth(size_t(256) << 20, threads(), 5);
         for (kv_cache * c : ctx.memory().caches()) {
             bufs_.push_back(alloc(*c));
         }
@@ -114,6 +115,7 @@ private:
     step_time_model * tm_ = nullptr;
     attn_rot rot_;
     rope_params rope_;
+    limit_probe probe_;
     bandwidth_result limit_;
     std::vector<cache_buffers> bufs_;
     std::vector<bandwidth_row> rows_;
@@ -379,9 +381,12 @@ nlohmann::json kernel_hooks::summary() const {
 std::vector<std::pair<std::string, std::string>> kernel_hooks::terminal_rows() const {
     const double gbs = attn_ns_total_ > 0 ? kv_bytes_total_ / attn_ns_total_ : 0;
     std::vector<std::pair<std::string, std::string>> rows = {
-        {"measured limit", fmt::format("{:.1f} GB/s read, {:.1f} GB/s copy ({} threads)", limit_.read_gbs, limit_.copy_gbs, threads())},
-        {"attention (measured)", fmt::format("{} of {} ubatches timed, {:.2f} GB/s = {:.0f}% of the read limit", rows_.size(),
-                                             n_seen_, gbs, limit_.read_gbs > 0 ? 100.0 * gbs / limit_.read_gbs : 0.0)},
+        {"measured limit", probe_.measure ? fmt::format("{:.1f} GB/s {}", limit_.read_gbs, probe_.what)
+                                          : fmt::format("{:.1f} GB/s read, {:.1f} GB/s copy ({} threads)", limit_.read_gbs,
+                                                        limit_.copy_gbs, threads())},
+        {"attention (measured)", fmt::format("{} of {} ubatches timed, {:.2f} GB/s = {:.0f}% of the {} limit", rows_.size(),
+                                             n_seen_, gbs, limit_.read_gbs > 0 ? 100.0 * gbs / limit_.read_gbs : 0.0,
+                                             probe_.measure ? probe_.what : "read")},
         {"K-shift events", fmt::format("{}{}", shift_events_,
                                        shift_hazards_ ? fmt::format(" ({} with upstream's null-rotation hazard)", shift_hazards_) : "")},
     };
@@ -393,8 +398,9 @@ std::vector<std::pair<std::string, std::string>> kernel_hooks::terminal_rows() c
 }
 }  // namespace
 
-std::unique_ptr<replay_hooks> make_kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> backend) {
-    return std::make_unique<kernel_hooks>(o, std::move(backend));
+std::unique_ptr<replay_hooks> make_kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> backend,
+                                                limit_probe limit) {
+    return std::make_unique<kernel_hooks>(o, std::move(backend), std::move(limit));
 }
 
 std::unique_ptr<replay_hooks> make_cpu_kernel_hooks(const kernel_options & o) {

@@ -5,16 +5,26 @@
 #pragma once
 
 #include "attention.h"
+#include "bandwidth.h"
 #include "replay/replay_hooks.h"
 #include "replay/replay_options.h"
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace kvsim {
 
+// The memory limit the attention GB/s is compared with, and how to say what it is in reports.
+struct limit_probe {
+    std::function<bandwidth_result()> measure;   // empty: the CPU read/copy probe (256 MiB, o.threads threads)
+    std::string what;                            // e.g. "device-to-device copy"; empty: "read"
+};
+
 // Throws usage_error when the backend cannot be created (unknown name, CUDA not built or no device).
-std::unique_ptr<replay_hooks> make_kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> backend);
+std::unique_ptr<replay_hooks> make_kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> backend,
+                                                limit_probe limit = {});
 
 // The CPU backend's hooks (backend "cpu"); for "cuda" the caller passes make_cuda_backend().
 std::unique_ptr<replay_hooks> make_cpu_kernel_hooks(const kernel_options & o);
