@@ -173,17 +173,28 @@ ubatch batch_allocr::split_simple(uint32_t n_ubatch) {
     if (cur >= used_.size()) {
         return {};
     }
-    std::vector<int32_t> idxs;
-    while (true) {
-        idxs.push_back((int32_t) cur);
-        used_[cur] = true;
-        ++n_used_;
-        ++cur;
-        if (cur >= used_.size() || idxs.size() >= n_ubatch) {
-            break;
-        }
+    // split_simple takes the next n_ubatch unused tokens, which are always consecutive: copy the range
+    const uint32_t end = std::min<uint32_t>((uint32_t) used_.size(), cur + std::max<uint32_t>(n_ubatch, 1));
+    for (uint32_t i = cur; i < end; ++i) used_[i] = true;
+    n_used_ += end - cur;
+    ubatch ub;
+    ub.equal_seqs = false;
+    ub.n_tokens = end - cur;
+    ub.n_seqs = ub.n_tokens;
+    ub.n_seq_tokens = 1;
+    ub.pos.assign(batch_.pos.begin() + cur, batch_.pos.begin() + end);
+    ub.seq_id.reserve(ub.n_tokens);
+    seq_set unq;
+    for (uint32_t i = cur; i < end; ++i) {
+        const auto ids = batch_.seq_id[i];
+        ub.seq_id.push_back(ids);
+        for (llama_seq_id s : ids) unq.set(s);
     }
-    return ubatch_add(idxs, (uint32_t) idxs.size(), false);
+    for (size_t s = unq._Find_first(); s < unq.size() && s < n_seq_max_; s = unq._Find_next(s)) {
+        ub.seq_id_unq.push_back((llama_seq_id) s);
+    }
+    ub.n_seqs_unq = (uint32_t) ub.seq_id_unq.size();
+    return ub;
 }
 
 ubatch batch_allocr::split_equal(uint32_t n_ubatch, bool sequential) {

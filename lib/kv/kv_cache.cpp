@@ -3,6 +3,7 @@
 #include "util/nvtx.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -280,7 +281,9 @@ slot_info kv_cache::find_slot(const ubatch & ub, bool cont) const {
 
 void kv_cache::apply_ubatch(const slot_info & sinfo, const ubatch & ub) {
     KVSIM_NVTX_RANGE("apply_ubatch", ub.n_tokens);
-    std::vector<llama_pos> seq_pos_max_rm(LLAMA_MAX_SEQ, -1);
+    // highest overwritten position per sequence; only entries of sequences in `overwritten` are set
+    std::array<llama_pos, LLAMA_MAX_SEQ> seq_pos_max_rm;
+    seq_set overwritten;
     const uint32_t per_stream = sinfo.size();
     for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
         kv_cells & c = cells_[sinfo.strm[s]];
@@ -289,7 +292,8 @@ void kv_cache::apply_ubatch(const slot_info & sinfo, const ubatch & ub) {
             const uint32_t idx = sinfo.idxs[s][ii];
             if (!c.is_empty(idx)) {
                 const llama_seq_id sc = c.seq_get(idx);
-                seq_pos_max_rm[sc] = std::max(seq_pos_max_rm[sc], c.pos_get(idx));
+                seq_pos_max_rm[sc] = overwritten.test(sc) ? std::max(seq_pos_max_rm[sc], c.pos_get(idx)) : c.pos_get(idx);
+                overwritten.set(sc);
                 c.rm(idx);
                 ++stats_.swa_reused;
             }
@@ -300,10 +304,8 @@ void kv_cache::apply_ubatch(const slot_info & sinfo, const ubatch & ub) {
         }
     }
     // keep [pos_min, pos_max] of every sequence gap-free: purge what lies below an overwritten cell
-    for (int s = 0; s < LLAMA_MAX_SEQ; ++s) {
-        if (seq_pos_max_rm[s] == -1) {
-            continue;
-        }
+    for (size_t si = overwritten._Find_first(); si < overwritten.size(); si = overwritten._Find_next(si)) {
+        const llama_seq_id s = (llama_seq_id) si;
         const kv_cells & c = cells_[seq_to_stream(s)];
         if (c.seq_pos_min(s) <= seq_pos_max_rm[s]) {
             ++stats_.swa_purged;
@@ -318,7 +320,7 @@ void kv_cache::apply_ubatch(const slot_info & sinfo, const ubatch & ub) {
 std::vector<slot_info> kv_cache::prepare(const std::vector<ubatch> & ubatches) {
     KVSIM_NVTX_RANGE("prepare", (int64_t) ubatches.size());
     struct state_t {
-        slot_info sinfo;
+        size_t sinfo;                         // index into res (not a copy: this runs for every decode)
         std::vector<uint32_t> heads_old;
         std::vector<kv_cells::snapshot> cells;
     };
@@ -326,8 +328,21 @@ std::vector<slot_info> kv_cache::prepare(const std::vector<ubatch> & ubatches) {
     // run just marks cells used (same find_slot results, far cheaper); with SWA it must really
     // apply the ubatch, whose purge of overwritten sequences survives the rollback upstream.
     const bool dry = p_.swa == swa_type::none;
+    if (dry && ubatches.size() == 1) {
+        // one ubatch: marking its cells matters to no later find_slot, so only the head restore (with
+        // upstream's stream-index quirk below) is left of the dry run
+        slot_info sinfo = find_slot(ubatches[0], false);
+        if (sinfo.empty()) return {};
+        const std::vector<uint32_t> heads_old = heads_;
+        for (uint32_t s = 0; s < sinfo.n_stream(); ++s) heads_[sinfo.strm[s]] = heads_old[s];
+        std::vector<slot_info> res;
+        res.push_back(std::move(sinfo));
+        return res;
+    }
     std::vector<slot_info> res;
     std::vector<state_t> states;
+    res.reserve(ubatches.size());
+    states.reserve(ubatches.size());
     bool success = true;
     for (const auto & ub : ubatches) {
         slot_info sinfo = find_slot(ub, false);
@@ -335,31 +350,33 @@ std::vector<slot_info> kv_cache::prepare(const std::vector<ubatch> & ubatches) {
             success = false;
             break;
         }
-        res.push_back(sinfo);
-        state_t st{sinfo, heads_, {}};
-        for (uint32_t s = 0; s < sinfo.n_stream() && !dry; ++s) {
-            st.cells.push_back(cells_[sinfo.strm[s]].cp(sinfo.idxs[s]));
+        res.push_back(std::move(sinfo));
+        const slot_info & si = res.back();
+        state_t st{res.size() - 1, heads_, {}};
+        for (uint32_t s = 0; s < si.n_stream() && !dry; ++s) {
+            st.cells.push_back(cells_[si.strm[s]].cp(si.idxs[s]));
         }
         states.push_back(std::move(st));
         if (dry) {
-            for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
-                cells_[sinfo.strm[s]].dry_mark(sinfo.idxs[s]);
-                heads_[sinfo.strm[s]] = sinfo.idxs[s].back() + 1;
+            for (uint32_t s = 0; s < si.n_stream(); ++s) {
+                cells_[si.strm[s]].dry_mark(si.idxs[s]);
+                heads_[si.strm[s]] = si.idxs[s].back() + 1;
             }
         } else {
-            apply_ubatch(sinfo, ub);
+            apply_ubatch(si, ub);
         }
     }
     for (auto it = states.rbegin(); it != states.rend(); ++it) {
-        for (uint32_t s = 0; s < it->sinfo.n_stream(); ++s) {
+        const slot_info & si = res[it->sinfo];
+        for (uint32_t s = 0; s < si.n_stream(); ++s) {
             if (dry) {
-                cells_[it->sinfo.strm[s]].dry_unmark(it->sinfo.idxs[s]);
+                cells_[si.strm[s]].dry_unmark(si.idxs[s]);
             } else {
-                cells_[it->sinfo.strm[s]].set(it->cells[s]);
+                cells_[si.strm[s]].set(it->cells[s]);
             }
             // upstream restores head of stream strm[s] from the saved head of stream *s*
             // (v_heads_old[s]), not strm[s]; reproduced as is
-            heads_[it->sinfo.strm[s]] = it->heads_old[s];
+            heads_[si.strm[s]] = it->heads_old[s];
         }
     }
     if (!success) {

@@ -23,7 +23,7 @@ size_t seq_index::size() const {
     return live();
 }
 
-void seq_index::insert(key k) {
+void seq_index::insert_slow(key k) {
     if (!dirty()) {
         if (live() == 0) {
             keys_.clear();
@@ -43,7 +43,7 @@ void seq_index::insert(key k) {
     ins_.push_back(k);
 }
 
-void seq_index::erase(key k) {
+void seq_index::erase_slow(key k) {
     if (!dirty() && live() > 0) {
         if (keys_.back() == k) {
             keys_.pop_back();

@@ -30,8 +30,21 @@ public:
 
     void clear();
     bool empty() const;
-    void insert(key k);
-    void erase(key k);
+    // the end cases inline: they are what a replay does tens of millions of times
+    void insert(key k) {
+        if (!dirty() && live() > 0 && keys_.back() < k) {
+            keys_.push_back(k);
+            return;
+        }
+        insert_slow(k);
+    }
+    void erase(key k) {
+        if (!dirty() && live() > 0 && keys_.back() == k) {
+            keys_.pop_back();
+            return;
+        }
+        erase_slow(k);
+    }
     // Smallest / largest position, -1 when empty.
     llama_pos pos_min() const;
     llama_pos pos_max() const;
@@ -41,6 +54,8 @@ public:
     size_t size() const;
 
 private:
+    void insert_slow(key k);
+    void erase_slow(key k);
     bool dirty() const { return !ins_.empty() || !era_.empty(); }
     void fold() const;   // applies queued edits; logically const
     size_t live() const { return keys_.size() - head_; }

@@ -295,9 +295,9 @@ bool server_sim::decode_batch(std::vector<batch_tok> & batch) {
     uint32_t n_batch = n_batch_full;
     for (size_t off = 0; off < batch.size();) {
         const size_t n = std::min<size_t>(n_batch, batch.size() - off);
-        llama_batch_in b;
-        b.pos.reserve(n);
-        b.seq_id.reserve(n);
+        llama_batch_in & b = decode_buf_;
+        b.pos.clear();
+        b.seq_id.clear();
         for (size_t i = off; i < off + n; ++i) b.add(batch[i].pos, {(llama_seq_id) batch[i].slot});
         work_.clear();
         const int rc = run_.decode(b, next_line());

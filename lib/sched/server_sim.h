@@ -115,6 +115,7 @@ private:
     server_totals totals_;
     sched_clock clock_;
     std::vector<std::vector<ubatch_work>> work_;
+    llama_batch_in decode_buf_;   // reused by decode_batch: one llama_decode input per step, capacity kept
     long op_line_ = 0;
     int64_t n_released_ = 0;
     size_t n_finished_ = 0;
