@@ -13,8 +13,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/ostream.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <csignal>
+#include <cstring>
+#include <ctime>
 #include <iostream>
 
 namespace {
@@ -22,8 +26,55 @@ namespace {
 using namespace kvsim;
 
 std::atomic<bool> g_stop{false};
+volatile std::sig_atomic_t g_signal = 0;
+std::atomic<long long> g_first_ns{0};
 
-extern "C" void on_sigint(int) { g_stop.store(true); }
+long long monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);   // async-signal-safe
+    return (long long) ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// SIGINT and SIGTERM alike: the first one asks the sweep to stop (the timing loops poll g_stop between calls, so
+// the unfinished point is abandoned and the finished ones are written) and says so once. A repeat within one
+// second is the same request delivered twice (GNU timeout signals the child and then its process group) and is
+// ignored; a later one restores the default action and re-raises: the process terminates at once. Only
+// async-signal-safe calls here.
+extern "C" void on_stop_signal(int sig) {
+    if (!g_stop.load()) {
+        g_signal = sig;
+        g_first_ns.store(monotonic_ns());
+        g_stop.store(true);
+        static const char msg[] = "\nkvbench: stopping after the current point (press Ctrl-C again to stop now)\n";
+        const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void) n;
+        return;
+    }
+    if (monotonic_ns() - g_first_ns.load() < 1000000000LL) return;
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
+
+void install_stop_handler() {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+}
+
+// "--OPT N": N MiB, refused when above `max_mib` (the memory budget; also keeps N << 20 from overflowing).
+size_t mib_bytes(const char * option, int64_t mib, size_t max_mib, size_t phys) {
+    if (mib > 0 && (uint64_t) mib > max_mib) {
+        throw usage_error(fmt::format("{} {}: more than 80 % of the {} MiB of physical memory (at most {} MiB{})", option,
+                                      mib, phys >> 20, max_mib,
+                                      std::strcmp(option, "--limit-mib") == 0 ? ": the probe allocates 2 buffers" : ""));
+    }
+    return (size_t) mib << 20;
+}
 
 #ifdef NDEBUG
 constexpr const char * build_type = "Release (NDEBUG)";
@@ -38,6 +89,8 @@ struct sweep_cli {
     int64_t limit_mib = 512;
     int threads = 2, repeats = 5;
     std::string backend = "cpu";
+    CLI::Option * max_buffer_opt = nullptr;
+    CLI::Option * limit_opt = nullptr;
 
     void add_to(CLI::App & app) {
         app.add_option("--ctx", ctx, "context lengths (cells per sequence): a:b:xF, a:b:+S or a list a,b,c")
@@ -61,19 +114,21 @@ struct sweep_cli {
         app.add_option("--format", format, "stdout format")->check(CLI::IsMember({"table", "csv", "json"}))
             ->capture_default_str();
         app.add_option("--shard", shard, "run every n-th point: i/n")->capture_default_str();
-        app.add_option("--max-buffer-mib", max_buffer_mib, "skip points whose K+V exceed this")->capture_default_str();
+        max_buffer_opt = app.add_option("--max-buffer-mib", max_buffer_mib, "skip points whose K+V exceed this (at most 80 % of RAM)")
+                             ->capture_default_str();
         app.add_option("--eigen-max-mib", eigen_max_mib, "skip the Eigen baseline above this f32 K+V")
             ->capture_default_str();
         app.add_option("--ref-max-cells", ref_max_cells, "skip the naive reference above ctx*batch cells")
             ->capture_default_str();
-        app.add_option("--limit-mib", limit_mib, "buffer of the bandwidth probe")->capture_default_str();
+        limit_opt = app.add_option("--limit-mib", limit_mib, "buffer of the bandwidth probe (2 of them: at most 40 % of RAM)")
+                        ->capture_default_str();
     }
 
     sweep_config finish() const {
         sweep_config c;
         c.ctx = parse_int_list("--ctx", ctx);
         c.kv_types = parse_kv_types(kv_type);
-        c.batch = parse_int_list("--batch", batch);
+        c.batch = parse_int_list("--batch", batch, max_batch);
         if (head_dim > 0 || n_head > 0 || n_head_kv > 0) {
             c.model = "custom";
             c.head_dim = head_dim;
@@ -103,12 +158,19 @@ struct sweep_cli {
         if (max_buffer_mib < 1 || eigen_max_mib < 0 || limit_mib < 1 || ref_max_cells < 0) {
             throw input_error("sweep", 0, "", "--max-buffer-mib/--limit-mib must be >= 1, caps >= 0");
         }
-        c.max_buffer_bytes = (size_t) max_buffer_mib << 20;
-        c.eigen_max_bytes = (size_t) eigen_max_mib << 20;
+        // buffers must fit in 80 % of physical memory (beyond it a run ends in bad_alloc or the OOM killer): a value
+        // given on the command line is refused, the default --max-buffer-mib is lowered to the budget
+        const size_t phys = physical_memory_bytes();
+        const size_t budget_mib = phys ? memory_budget_bytes(phys) >> 20 : (SIZE_MAX >> 21);
+        int64_t max_buf = max_buffer_mib;
+        if (max_buffer_opt->count() == 0 && (uint64_t) max_buf > budget_mib) max_buf = (int64_t) budget_mib;
+        c.max_buffer_bytes = mib_bytes("--max-buffer-mib", max_buf, budget_mib, phys);
+        c.eigen_max_bytes = mib_bytes("--eigen-max-mib", eigen_max_mib, budget_mib, phys);
         c.ref_max_cells = ref_max_cells;
-        c.limit_bytes = (size_t) limit_mib << 20;
+        c.limit_bytes = mib_bytes("--limit-mib", limit_mib, budget_mib / 2, phys);
+        (void) limit_opt;
         c.shard = parse_shard(shard);
-        c.validate();
+        c.validate(phys);
         return c;
     }
 };
@@ -125,8 +187,9 @@ void print_output(const sweep_output & o, const std::string & format) {
 
 int run_sweep_cmd(const sweep_cli & cli) {
     const sweep_config c = cli.finish();
+    check_output_dir("--out", cli.out);   // before measuring: a bad -o must not cost a whole sweep
     bench_backend bb = make_bench_backend(c.backend, c.threads);
-    std::signal(SIGINT, on_sigint);
+    install_stop_handler();
     progress_bar bar("kvbench sweep", std::nullopt);
     sweep_hooks hooks;
     hooks.stop = &g_stop;
@@ -140,10 +203,11 @@ int run_sweep_cmd(const sweep_cli & cli) {
     write_outputs(cli.out, o);
     print_output(o, cli.format);
     std::cerr << fmt::format("kvbench: wrote {0}/kvbench.csv, {0}/kvbench.json, {0}/kvbench.svg\n", cli.out);
-    return o.interrupted ? EXIT_INTERRUPTED : EXIT_OK;
+    return o.interrupted ? (g_signal ? 128 + (int) g_signal : EXIT_INTERRUPTED) : EXIT_OK;
 }
 
 int run_merge_cmd(const std::vector<std::string> & inputs, const std::string & out, const std::string & format) {
+    check_output_dir("--out", out);
     std::vector<sweep_output> parts;
     std::vector<std::string> names;   // the shard files, for merge_outputs' messages
     for (const std::string & in : inputs) {

@@ -17,6 +17,8 @@ size_t fa_kv_bytes(int64_t n_kv, int64_t n_stream, int64_t n_head_kv, ggml_type 
 size_t kq_mask_bytes(int64_t n_kv, int64_t n_tps, int64_t n_stream, ggml_type mask_type);
 // Bytes moved by one layer's K-shift: every cell's K row read and written (kv_size*n_stream rows of
 // row_size(type_k, head_k*n_head_kv)), plus the I32 shift input (4 bytes per cell).
+// All three throw std::overflow_error when the count does not fit in size_t (never wrap), std::invalid_argument
+// for a negative count.
 size_t kshift_bytes(int64_t kv_size, int64_t n_stream, int64_t n_head_kv, ggml_type type_k, int64_t head_k);
 
 }  // namespace kvsim

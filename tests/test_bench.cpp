@@ -8,8 +8,11 @@
 #include <libfccp/csv.h>
 #pragma GCC diagnostic pop
 
+#include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "cli_test_util.h"
@@ -17,6 +20,7 @@
 #include "bench/bench_writers.h"
 #include "bench/cache_bench.h"
 #include "bench/sweep_runner.h"
+#include "bytes.h"
 #include "cpu/cpu_backend.h"
 #include "util/errors.h"
 
@@ -366,4 +370,255 @@ TEST_CASE("bookkeeping micro-benchmark: counters add up, same seed same trace") 
         CHECK(a.n_no_slot == b.n_no_slot);
         CHECK(a.n_ops == b.n_ops);
     }
+}
+
+// ---- bad-input run 2 (docs/reliability.md): kvbench sweep/merge options and files ----
+
+namespace {
+
+// The usage_error message of f, or "(no error)".
+std::string usage_error_of(const std::function<void()> & f) {
+    try {
+        f();
+    } catch (const usage_error & e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+// kvbench sweep with a tiny default workload plus ARGS, output into DIR.
+kvsim_test::cli_result tiny_sweep_cli(const std::string & args) {
+    return run_kvbench("sweep --ctx 16 --kv-type f16 --limit-mib 16 -r 1 " + args);
+}
+
+}  // namespace
+
+TEST_CASE("sweep grammar: values above the cap and overflowing range steps are refused, never wrapped") {
+    auto has = [](const std::string & msg, const std::string & part) {
+        INFO(msg);
+        CHECK(msg.find(part) != std::string::npos);
+    };
+    has(error_of([] { parse_int_list("--ctx", "2305843009213693952"); }), "'2305843009213693952' is above the maximum 2147483647");
+    has(error_of([] { parse_int_list("--ctx", "9223372036854775807"); }), "above the maximum 2147483647");
+    has(error_of([] { parse_int_list("--ctx", "99999999999999999999"); }), "'99999999999999999999' is out of range");
+    has(error_of([] { parse_int_list("--ctx", "1:9223372036854775807:x2"); }), "above the maximum");
+    has(error_of([] { parse_int_list("--ctx", "1:9223372036854775807:x2"); }), "--ctx");
+    // the largest legal ranges end without overflowing (x2 and +S steps past INT64_MAX stop the range)
+    const auto pow2 = parse_int_list("--ctx", "1:2147483647:x2");
+    CHECK(pow2.size() == 31);
+    CHECK(pow2.back() == (int64_t) 1 << 30);
+    CHECK(parse_int_list("--n", "1:9223372036854775807:x2", INT64_MAX).size() == 63);
+    CHECK(parse_int_list("--n", "9223372036854775806:9223372036854775807:+5", INT64_MAX).size() == 1);
+    CHECK(parse_int_list("--ctx", "2147483647") == std::vector<int64_t>{2147483647});
+    // byte counts of the largest legal shapes either fit or are refused up front
+    sweep_config c = tiny_config();
+    c.ctx = {max_ctx};
+    c.batch = {max_batch};
+    CHECK_NOTHROW(c.validate());
+    CHECK(point_kv_bytes(c, {0, max_ctx, ggml_type::f16, max_batch}) == (size_t) max_ctx * 256 * 8 * 2 * 256);
+    c.head_dim = max_head_dim;
+    c.n_head = c.n_head_kv = max_heads;
+    c.kv_types = {ggml_type::f32};
+    has(error_of([&] { c.validate(); }), "too large");
+    CHECK_THROWS_AS(point_kv_bytes(c, {0, max_ctx, ggml_type::f32, max_batch}), std::overflow_error);
+    CHECK_THROWS_AS(fa_kv_bytes(max_ctx, max_batch, max_heads, ggml_type::f32, max_head_dim, ggml_type::f32, max_head_dim),
+                    std::overflow_error);
+    CHECK_THROWS_AS(kshift_bytes((int64_t) 1 << 40, 256, 65536, ggml_type::f32, 65536), std::overflow_error);
+    CHECK(fa_kv_bytes(max_ctx, 1, 8, ggml_type::f16, 128, ggml_type::f16, 128) == (size_t) max_ctx * 8 * 512);
+}
+
+TEST_CASE("kvbench sweep: --ctx above the cap and --batch above 256 exit 2 naming option and value, no output") {
+    scratch_dir dir("bench_caps");
+    for (const std::string ctx : {"2305843009213693952", "1:9223372036854775807:x2", "9223372036854775807"}) {
+        const auto r = run_kvbench("sweep --ctx " + ctx + " --kv-type f16 -o " + (dir / "out"));
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find("--ctx") != std::string::npos, r.err);
+        CHECK_MESSAGE(r.err.find(ctx) != std::string::npos, r.err);
+    }
+    const auto b = run_kvbench("sweep --ctx 16 --batch 257 -o " + (dir / "out"));
+    CHECK(b.rc == 2);
+    CHECK_MESSAGE(b.err.find("--batch: '257' is above the maximum 256") != std::string::npos, b.err);
+    CHECK(error_of([] { parse_int_list("--batch", "1:1000:x2", max_batch); }).find("'1000' is above the maximum 256") != std::string::npos);
+    sweep_config c = tiny_config();
+    c.batch = {300};
+    CHECK(error_of([&] { c.validate(); }).find("--batch") == 0);
+    CHECK_FALSE(fs::exists(dir / "out"));
+}
+
+TEST_CASE("kvbench sweep: probe and buffer sizes beyond 80 % of RAM exit 2; a bad_alloc point is skipped") {
+    sweep_config c = tiny_config();
+    c.limit_bytes = (size_t) 512 << 20;
+    const std::string m = usage_error_of([&] { c.validate((size_t) 1 << 30); });
+    CHECK_MESSAGE(m.find("--limit-mib 512") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("1024 MiB of physical memory") != std::string::npos, m);
+    c.limit_bytes = (size_t) 16 << 20;
+    c.max_buffer_bytes = (size_t) 1 << 30;
+    CHECK(usage_error_of([&] { c.validate((size_t) 1 << 30); }).find("--max-buffer-mib 1024") != std::string::npos);
+    c.max_buffer_bytes = (size_t) 512 << 20;
+    CHECK_NOTHROW(c.validate((size_t) 1 << 30));
+
+    scratch_dir dir("bench_mem");
+    for (const std::string args : {"--limit-mib 100000000", "--limit-mib 9223372036854775807",
+                                     "--ctx 2147483647 --max-buffer-mib 2147483647"}) {
+        const auto r = run_kvbench("sweep --kv-type f16 " + args + " -o " + (dir / "out"));
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find("of physical memory") != std::string::npos, r.err);
+        CHECK_MESSAGE(r.err.find(args.substr(args.rfind("--"))) != std::string::npos, r.err);
+    }
+    CHECK_FALSE(fs::exists(dir / "out"));
+
+    // a point that runs out of memory is kept as skipped, with a note; the sweep goes on
+    cpu_backend be(c.threads);
+    sweep_hooks hooks;
+    hooks.timer = [](int, const std::function<void(int)> &) -> time_stats { throw std::bad_alloc(); };
+    hooks.measure_limit = [](const sweep_config & cc, const std::string & host) { return run_limit{cc.shard.index, host, 10, 20}; };
+    c = tiny_config();
+    const sweep_output o = run_sweep(be, c, collect_machine_info("test"), hooks);
+    REQUIRE(o.results.size() == 6);
+    for (const point_result & r : o.results) {
+        CHECK(r.status == "skipped");
+        CHECK(r.note.find("out of memory") != std::string::npos);
+        CHECK(r.kv_bytes > 0);
+    }
+    CHECK_FALSE(o.interrupted);
+}
+
+TEST_CASE("kvbench sweep/merge: a bad --out is refused before any measuring") {
+    scratch_dir dir("bench_outdir");
+    { std::ofstream(dir / "file") << "x"; }
+    const auto f = tiny_sweep_cli("-o " + (dir / "file"));
+    CHECK(f.rc == 2);
+    CHECK_MESSAGE(f.err.find("--out: exists and is not a directory (value '" + (dir / "file") + "')") != std::string::npos, f.err);
+    CHECK(f.out.empty());
+    CHECK(kvsim_test::read_text(dir / "file") == "x");
+    const auto sub = tiny_sweep_cli("-o " + (dir / "file/sub"));
+    CHECK(sub.rc == 2);
+    CHECK_MESSAGE(sub.err.find("is not a directory") != std::string::npos, sub.err);
+    const auto e = tiny_sweep_cli("-o ''");
+    CHECK(e.rc == 2);
+    CHECK_MESSAGE(e.err.find("--out: the output directory name is empty") != std::string::npos, e.err);
+    CHECK(error_of([&] { check_output_dir("--out", dir / "new/deeper"); }) == "(no error)");
+    CHECK_FALSE(fs::exists(dir / "new"));   // checking creates nothing
+
+    const sweep_config c = tiny_config();
+    write_outputs(dir / "s0", fake_shard(c, {0, 2}));
+    write_outputs(dir / "s1", fake_shard(c, {1, 2}));
+    const auto m = run_kvbench("merge " + (dir / "s0") + " " + (dir / "s1") + " -o " + (dir / "file"));
+    CHECK(m.rc == 2);
+    CHECK_MESSAGE(m.err.find("--out: exists and is not a directory") != std::string::npos, m.err);
+    const auto me = run_kvbench("merge " + (dir / "s0") + " " + (dir / "s1") + " -o ''");
+    CHECK(me.rc == 2);
+    CHECK_MESSAGE(me.err.find("empty") != std::string::npos, me.err);
+}
+
+TEST_CASE("a stop request abandons the point in progress between timed calls") {
+    const sweep_config c = tiny_config();
+    cpu_backend be(c.threads);
+    thread_pool pool(c.threads);
+    std::atomic<bool> stop{true};
+    CHECK_THROWS_AS(bench_point_run(be, pool, c, {0, 256, ggml_type::f16, 1}, 1.0, {}, &stop), point_interrupted);
+
+    // raised during the 2nd point's timing: the 1st point is kept, the 2nd dropped, the run flagged
+    stop = false;
+    int loops = 0;
+    sweep_hooks hooks;
+    hooks.stop = &stop;
+    hooks.measure_limit = [](const sweep_config & cc, const std::string & host) { return run_limit{cc.shard.index, host, 10, 20}; };
+    hooks.timer = [&](int repeats, const std::function<void(int)> & call) {
+        std::vector<double> ns;
+        for (int i = 0; i <= repeats; ++i) {
+            call(i);
+            if (i > 0) ns.push_back(1.0);
+        }
+        if (++loops == 6) stop = true;   // point 1 has 4 backend-timed loops (mask, update, fa, K-shift)
+        return summarize(ns);
+    };
+    const sweep_output o = run_sweep(be, c, collect_machine_info("test"), hooks);
+    CHECK(o.results.size() == 1);
+    CHECK(o.interrupted);
+}
+
+TEST_CASE("kvbench sweep: SIGINT or SIGTERM stops a long point promptly and writes the finished points") {
+    scratch_dir dir("bench_sigint");
+    for (const std::string sig : {"INT", "TERM"}) {
+        const std::string out = dir / ("out_" + sig);
+        // -r 100000000 would run for hours; the signal after 3 s must end it within seconds
+        const std::string cmd = "timeout -s KILL 60 timeout --preserve-status -s " + sig + " 3 " + KVSIM_BINARY_DIR +
+                                "/kvbench sweep --ctx 16 --kv-type f16 --limit-mib 16 -r 100000000 -o " + out + " >" +
+                                (dir / "stdout") + " 2>" + (dir / "stderr");
+        const auto t0 = std::chrono::steady_clock::now();
+        const int st = std::system(cmd.c_str());
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const std::string err = kvsim_test::read_text(dir / "stderr");
+        INFO(sig << ": " << err);
+        CHECK(secs < 30);
+        REQUIRE(WIFEXITED(st));
+        CHECK(WEXITSTATUS(st) == (sig == "INT" ? 130 : 143));
+        CHECK(err.find("kvbench: stopping after the current point (press Ctrl-C again to stop now)") != std::string::npos);
+        const sweep_output o = read_output(out);
+        CHECK(o.interrupted);
+        CHECK(o.results.empty());
+    }
+}
+
+TEST_CASE("sweep grammar: --shard range checks show the text typed") {
+    auto has = [](const std::string & msg, const std::string & part) {
+        INFO(msg);
+        CHECK(msg.find(part) != std::string::npos);
+    };
+    has(error_of([] { parse_shard("0/4294967297"); }), "'4294967297' is above the maximum 1048576 (value '0/4294967297')");
+    has(error_of([] { parse_shard("0/9223372036854775807"); }), "(value '0/9223372036854775807')");
+    has(error_of([] { parse_shard("0/99999999999999999999"); }), "out of range");
+    has(error_of([] { parse_shard("99999999999999999999/4"); }), "shard index must be in [0, 4) (value '99999999999999999999/4')");
+    const shard_spec s = parse_shard("1048575/1048576");
+    CHECK(s.index == 1048575);
+    CHECK(s.count == 1048576);
+    const auto r = run_kvbench("sweep --ctx 16 --shard 0/4294967297");
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.find("'0/4294967297'") != std::string::npos, r.err);
+}
+
+TEST_CASE("merge refuses unknown statuses, negative or non-finite bandwidths and a missing limit, naming the file") {
+    const sweep_config c = tiny_config();
+    const sweep_output a = fake_shard(c, {0, 2}), b = fake_shard(c, {1, 2});
+    const std::vector<std::string> names = {"s0/kvbench.json", "s1/kvbench.json"};
+    auto has = [](const std::string & msg, const std::string & part) {
+        INFO(msg);
+        CHECK(msg.find(part) != std::string::npos);
+    };
+    sweep_output x = b;
+    x.results[0].status = "weird";
+    has(merge_error({a, x}, names), "s1/kvbench.json: point 1 has status 'weird'; expected 'ok' or 'skipped'");
+    x = b;
+    x.results[0].status = "skipped";
+    CHECK(merge_error({a, x}, names) == "(no error)");
+    x = b;
+    x.limits[0].read_gbs = -5;
+    has(merge_error({a, x}, names), "s1/kvbench.json: limit of shard 1: read_gbs is -5");
+    x = b;
+    x.limits[0].copy_gbs = std::numeric_limits<double>::infinity();
+    has(merge_error({a, x}, names), "copy_gbs is inf");
+    x = b;
+    x.results[1].limit_read_gbs = -1;
+    has(merge_error({a, x}, names), "point 3: limit_read_gbs is -1");
+    x = b;
+    x.results[1].fa.median_ns = std::nan("");
+    has(merge_error({a, x}, names), "point 3: flash_attn.median_ns is nan");
+    x = b;
+    x.limits.clear();
+    has(merge_error({a, x}, names), "s1/kvbench.json (shard 1/2) has no \"limits\" entry for shard 1");
+    x.limits = {{0, "h0", 50, 60}};
+    has(merge_error({a, x}, names), "has no \"limits\" entry for shard 1");
+
+    // the same through the CLI, from hand-edited files
+    scratch_dir dir("bench_merge_values");
+    write_outputs(dir / "s0", a);
+    nlohmann::json j = to_json(b);
+    j["points"][0]["status"] = "weird";
+    fs::create_directories(dir / "bad");
+    std::ofstream(dir / "bad/kvbench.json") << j.dump();
+    const auto r = run_kvbench("merge " + (dir / "s0") + " " + (dir / "bad") + " -o " + (dir / "merged"));
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.find("has status 'weird'") != std::string::npos, r.err);
+    CHECK_FALSE(fs::exists(dir / "merged"));
 }

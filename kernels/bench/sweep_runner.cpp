@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <stdexcept>
 
 #include "bandwidth.h"
+#include "util/errors.h"
 #include "bench/eigen_attention.h"
 #include "bytes.h"
 #include "hadamard.h"
@@ -31,11 +33,18 @@ struct host_buffer {
     char * data() const { return p.get(); }
 };
 
+void check_stop(const std::atomic<bool> * stop) {
+    if (stop && stop->load()) throw point_interrupted();
+}
+
+// stop: checked before every call (warm-up included); a raised flag abandons the point (point_interrupted).
 template <class F>
-time_stats time_calls(int repeats, F && call) {
+time_stats time_calls(int repeats, F && call, const std::atomic<bool> * stop = nullptr) {
+    check_stop(stop);
     call(0);  // warm-up
     std::vector<double> ns;
     for (int i = 1; i <= repeats; ++i) {
+        check_stop(stop);
         const auto t0 = std::chrono::steady_clock::now();
         call(i);
         ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
@@ -159,7 +168,7 @@ std::shared_ptr<void> time_masks(attn_backend & be, const sweep_config & c, cons
 
 void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & fd, const kv_tensor & k0,
                 const kv_tensor & v0, const std::vector<float> & q, const std::vector<float> & kernel_out,
-                thread_pool & pool, point_result & r) {
+                thread_pool & pool, const std::atomic<bool> * stop, point_result & r) {
     const int64_t row = c.head_dim * c.n_head_kv;
     const size_t f32_bytes = (size_t) (p.ctx * p.batch * row) * 2 * sizeof(float);
     if (f32_bytes > c.eigen_max_bytes) {
@@ -190,19 +199,20 @@ void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & f
     r.eigen = time_calls(c.repeats, [&](int i) {
         const size_t off = n_one * (size_t) (i % copies);
         eigen_decode_attention(es, qr.data(), kf.data() + off, vf.data() + off, out.data(), pool, scratch);
-    });
+    }, stop);
     if (fd.rot.v()) fwht_blocks(out.data(), (int64_t) out.size(), fd.rot.n_v);
     r.err_vs_eigen = max_abs_diff(out, kernel_out);
 }
 
 void time_reference(const sweep_config & c, const bench_point & p, const fa_desc & fd, fa_args a,
-                    const std::vector<float> & kernel_out, point_result & r) {
+                    const std::vector<float> & kernel_out, const std::atomic<bool> * stop, point_result & r) {
     if (p.ctx * p.batch > c.ref_max_cells) return;
     std::vector<float> out(kernel_out.size());
     a.out = out.data();
     const int reps = std::min(c.repeats, 3);
     std::vector<double> ns;
     for (int i = 0; i < reps; ++i) {
+        check_stop(stop);
         const auto t0 = std::chrono::steady_clock::now();
         ref_flash_attn(fd, a);
         ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
@@ -239,14 +249,34 @@ run_limit measure_run_limit(const sweep_config & c, const std::string & host) {
     return {c.shard.index, host, b.read_gbs, b.copy_gbs};
 }
 
-point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
-                             double read_gbs, const call_timer & timer) {
+namespace {
+
+// The point's identity and analytical byte counts, nothing measured yet.
+point_result point_header(const sweep_config & c, const bench_point & p, double read_gbs) {
     point_result r;
     r.point = p;
     r.limit_read_gbs = read_gbs;
     r.kv_bytes = fa_kv_bytes(p.ctx, p.batch, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
     r.mask_bytes = kq_mask_bytes(p.ctx, 1, p.batch, ggml_type::f16);
     r.kshift_bytes = kshift_bytes(p.ctx, p.batch, c.n_head_kv, p.type, c.head_dim);
+    return r;
+}
+
+}  // namespace
+
+point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
+                             double read_gbs, const call_timer & backend_timer, const std::atomic<bool> * stop) {
+    point_result r = point_header(c, p, read_gbs);
+    // every timed loop checks the stop flag between calls, whichever clock times it
+    // (outside the timed interval on the host clock)
+    const call_timer timer = [&](int repeats, const std::function<void(int)> & call) {
+        if (!backend_timer) return time_calls(repeats, call, stop);
+        const std::function<void(int)> guarded = [&](int i) {
+            check_stop(stop);
+            call(i);
+        };
+        return backend_timer(repeats, guarded);
+    };
     const size_t one = point_kv_bytes(c, p);
     if (one > c.max_buffer_bytes) {
         r.status = "skipped";
@@ -309,8 +339,8 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
     fetch(be, mask_host.data(), mask.get(), mask_host.size() * sizeof(uint16_t));
     fa_args h{q.data(), copy_view(k_all, p.batch, 0), copy_view(v_all, p.batch, 0), 0, mask_host.data(), ggml_type::f16,
               nullptr};
-    time_eigen(c, p, fd, h.k, h.v, q, out0, pool, r);
-    time_reference(c, p, fd, h, out0, r);
+    time_eigen(c, p, fd, h.k, h.v, q, out0, pool, stop, r);
+    time_reference(c, p, fd, h, out0, stop, r);
     time_kshift(be, c, p, k_dev, rot, r.copies, timer, r);  // last: it rewrites K
     return r;
 }
@@ -319,7 +349,12 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
     sweep_output o;
     o.config = c;
     o.machine = m;
-    o.limits.push_back(hooks.measure_limit ? hooks.measure_limit(c, m.host) : measure_run_limit(c, m.host));
+    try {
+        o.limits.push_back(hooks.measure_limit ? hooks.measure_limit(c, m.host) : measure_run_limit(c, m.host));
+    } catch (const std::bad_alloc &) {
+        throw usage_error(fmt::format("--limit-mib {}: out of memory allocating the bandwidth probe's 2 x {} MiB",
+                                      c.limit_bytes >> 20, c.limit_bytes >> 20));
+    }
     o.notes = {
         "layout: n_stream = batch, one sequence per stream (llama.cpp without -kvu), ctx cells each, decoded token at "
         "pos ctx-1 (every cell attended)",
@@ -344,7 +379,18 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
             o.interrupted = true;
             break;
         }
-        o.results.push_back(bench_point_run(be, pool, c, pts[i], o.limits.front().read_gbs, hooks.timer));
+        try {
+            o.results.push_back(bench_point_run(be, pool, c, pts[i], o.limits.front().read_gbs, hooks.timer, hooks.stop));
+        } catch (const point_interrupted &) {
+            o.interrupted = true;   // the unfinished point is dropped; the measured ones are kept
+            break;
+        } catch (const std::bad_alloc &) {
+            point_result r = point_header(c, pts[i], o.limits.front().read_gbs);
+            r.status = "skipped";
+            r.note = fmt::format("out of memory (K+V {} MiB x {} copies; lower --max-buffer-mib)",
+                                 point_kv_bytes(c, pts[i]) >> 20, copies_for(point_kv_bytes(c, pts[i]), c.rotate_bytes));
+            o.results.push_back(std::move(r));
+        }
         if (hooks.progress) hooks.progress(i + 1, pts.size());
     }
     return o;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <stdexcept>
 
 #include "attention.h"
 #include "bench/bench_result.h"
@@ -15,8 +16,13 @@ namespace kvsim {
 // Times `repeats` calls call(1..repeats) after the warm-up call(0); returns per-call statistics in ns.
 using call_timer = std::function<time_stats(int repeats, const std::function<void(int)> & call)>;
 
+// Thrown by bench_point_run when its stop flag is raised between timed calls: the point is abandoned.
+struct point_interrupted : std::runtime_error {
+    point_interrupted() : std::runtime_error("kvbench: point interrupted") {}
+};
+
 struct sweep_hooks {
-    const std::atomic<bool> * stop = nullptr;                // checked between points; set = stop early
+    const std::atomic<bool> * stop = nullptr;                // checked between points and between timed calls; set = stop early
     std::function<void(size_t done, size_t total)> progress;  // after each point
     // Backend-specific timing and limit (kvbench --backend cuda: CUDA events with an L2 flush, device-to-device
     // copy bandwidth). Unset: host steady_clock around each call (synchronous backends) and the CPU probe.
@@ -31,12 +37,15 @@ run_limit measure_run_limit(const sweep_config & c, const std::string & host);
 // CPU backend uses the host buffers directly); baselines read the host copies. timer: null = host clock. A point whose K+V exceed c.max_buffer_bytes is
 // returned with status "skipped". The Eigen baseline is skipped above c.eigen_max_bytes of f32 K+V, the reference
 // above c.ref_max_cells cells (note says so). Throws std::runtime_error when the incremental mask differs from a
-// full build (a kernel bug), std::bad_alloc when memory runs out.
+// full build (a kernel bug), std::bad_alloc when memory runs out, point_interrupted when *stop is raised before
+// a timed call (checked between calls of every timing loop).
 point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
-                             double read_gbs, const call_timer & timer = {});
+                             double read_gbs, const call_timer & timer = {}, const std::atomic<bool> * stop = nullptr);
 
 // The whole sweep: limit first, then every point of c's shard in plan order. Returns what was measured; sets
-// interrupted when hooks.stop was raised before the last point.
+// interrupted when hooks.stop was raised before the last point finished (an unfinished point is dropped). A point
+// that runs out of memory (std::bad_alloc) is kept as "skipped" with a note. Throws usage_error when the
+// bandwidth probe's buffers cannot be allocated.
 sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_info & m, const sweep_hooks & hooks);
 
 }  // namespace kvsim

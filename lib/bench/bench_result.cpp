@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -281,6 +282,52 @@ void check_shard_complete(const sweep_output & p, const std::string & name, cons
     }
 }
 
+// A number read from a shard that must be finite and >= 0 (a bandwidth, a time, a count).
+void check_value(double v, const std::string & name, const std::string & what) {
+    if (!std::isfinite(v) || v < 0) {
+        throw usage_error(fmt::format("kvbench merge: {}: {} is {}; it must be a finite number >= 0", name, what, v));
+    }
+}
+
+void check_stats(const time_stats & t, const std::string & name, const std::string & what) {
+    check_value(t.min_ns, name, what + ".min_ns");
+    check_value(t.median_ns, name, what + ".median_ns");
+    check_value(t.max_ns, name, what + ".max_ns");
+    check_value(t.n, name, what + ".n");
+}
+
+// The values a writer produces: status ok/skipped (the only two bench_point_run and run_sweep write), finite
+// non-negative bandwidths and times, and the shard's own measured limit (the roofline and %lim of its points).
+void check_shard_values(const sweep_output & p, const std::string & name) {
+    const shard_spec & s = p.config.shard;
+    bool own_limit = false;
+    for (const run_limit & l : p.limits) {
+        const std::string where = fmt::format("limit of shard {}", l.shard);
+        check_value(l.read_gbs, name, where + ": read_gbs");
+        check_value(l.copy_gbs, name, where + ": copy_gbs");
+        own_limit = own_limit || l.shard == s.index;
+    }
+    if (!own_limit) {
+        throw usage_error(fmt::format("kvbench merge: {} (shard {}/{}) has no \"limits\" entry for shard {}: its measured "
+                                      "bandwidth limit is missing",
+                                      name, s.index, s.count, s.index));
+    }
+    for (const point_result & r : p.results) {
+        if (r.status != "ok" && r.status != "skipped") {
+            throw usage_error(fmt::format("kvbench merge: {}: point {} has status '{}'; expected 'ok' or 'skipped'", name,
+                                          r.point.index, r.status));
+        }
+        const std::string pt = fmt::format("point {}: ", r.point.index);
+        check_value(r.limit_read_gbs, name, pt + "limit_read_gbs");
+        check_stats(r.fa, name, pt + "flash_attn");
+        check_stats(r.mask_full, name, pt + "mask_full");
+        check_stats(r.mask_update, name, pt + "mask_update");
+        check_stats(r.kshift, name, pt + "k_shift");
+        check_stats(r.eigen, name, pt + "eigen");
+        check_stats(r.ref, name, pt + "reference");
+    }
+}
+
 // The file-level checks: same sweep and shard count as the first input, each shard once.
 void check_shard_header(const sweep_output & p, const std::string & name, const sweep_output & first,
                         const std::string & first_name, std::map<int, std::string> & shards) {
@@ -314,6 +361,7 @@ sweep_output merge_outputs(const std::vector<sweep_output> & parts, const std::v
         const sweep_output & p = parts[i];
         check_shard_header(p, name_of(i), parts.front(), name_of(0), shards);
         check_shard_points(p, name_of(i), plan);
+        check_shard_values(p, name_of(i));
         for (const point_result & r : p.results) {
             const auto [it, fresh] = owner.emplace(r.point.index, name_of(i));
             if (!fresh) {

@@ -5,6 +5,8 @@
 
 #include <fmt/ostream.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -191,6 +193,37 @@ void write_outputs(const std::string & dir, const sweep_output & o) {
     atomic_file svg((d / "kvbench.svg").string());
     write_svg(svg.out(), o);
     svg.commit();
+}
+
+void check_output_dir(const std::string & option, const std::string & dir) {
+    namespace fs = std::filesystem;
+    if (dir.empty()) throw input_error(option, 0, dir, "the output directory name is empty");
+    std::error_code ec;
+    fs::path p = fs::absolute(fs::path(dir), ec);
+    if (ec) throw input_error(option, 0, dir, fmt::format("cannot resolve the output directory: {}", ec.message()));
+    // the path itself, or its nearest existing ancestor, must be a writable directory
+    for (fs::path q = p;; q = q.parent_path()) {
+        const fs::file_status st = fs::status(q, ec);
+        if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+            throw input_error(option, 0, dir, fmt::format("cannot use {} as output directory: {}", q.string(), ec.message()));
+        }
+        if (fs::exists(st)) {
+            if (!fs::is_directory(st)) {
+                throw input_error(option, 0, dir,
+                                  q == p ? std::string("exists and is not a directory")
+                                         : fmt::format("{} exists and is not a directory", q.string()));
+            }
+            if (::access(q.c_str(), W_OK | X_OK) != 0) {
+                throw input_error(option, 0, dir,
+                                  q == p ? std::string("the output directory is not writable")
+                                         : fmt::format("cannot create it: {} is not writable", q.string()));
+            }
+            return;
+        }
+        if (!q.has_parent_path() || q.parent_path() == q) {
+            throw input_error(option, 0, dir, "cannot create the output directory");
+        }
+    }
 }
 
 std::string kvbench_json_path(const std::string & dir_or_file) {

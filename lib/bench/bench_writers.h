@@ -22,6 +22,10 @@ void write_svg(std::ostream & os, const sweep_output & o);
 // Write DIR/kvbench.csv, DIR/kvbench.json, DIR/kvbench.svg atomically (creates DIR). Throws std::runtime_error
 // on I/O failure.
 void write_outputs(const std::string & dir, const sweep_output & o);
+// Refuse an output directory before any work: empty, an existing non-directory (or a path through one), or one
+// that cannot be created or written (the nearest existing ancestor is not a writable directory). Throws
+// input_error(option, 0, dir, why).
+void check_output_dir(const std::string & option, const std::string & dir);
 // DIR/kvbench.json for a directory, the path itself otherwise: the file read_output reads.
 std::string kvbench_json_path(const std::string & dir_or_file);
 // Read DIR/kvbench.json (or a .json file path). Throws input_error(path, 0, "", why) when missing or malformed.

@@ -2,9 +2,12 @@
 
 #include "util/errors.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <sstream>
+#include <stdexcept>
 
 namespace kvsim {
 
@@ -12,14 +15,26 @@ namespace {
 
 constexpr size_t max_list = 4096;
 
-int64_t parse_positive(const std::string & option, const std::string & spec, std::string_view s) {
+int64_t parse_positive(const std::string & option, const std::string & spec, std::string_view s,
+                       int64_t max_value = INT64_MAX) {
     int64_t v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range && end == s.data() + s.size()) {
+        throw input_error(option, 0, spec, fmt::format("'{}' is out of range (at most {})", s, max_value));
+    }
     if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
         throw input_error(option, 0, spec, fmt::format("'{}' is not an integer", s));
     }
     if (v <= 0) throw input_error(option, 0, spec, fmt::format("'{}' must be positive", s));
+    if (v > max_value) throw input_error(option, 0, spec, fmt::format("'{}' is above the maximum {}", s, max_value));
     return v;
+}
+
+// a * b, throwing std::overflow_error instead of wrapping.
+size_t mul_checked(size_t a, size_t b, const char * what) {
+    size_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) throw std::overflow_error(fmt::format("{}: byte count overflows 64 bits", what));
+    return r;
 }
 
 std::vector<std::string> split(const std::string & s, char sep) {
@@ -38,9 +53,9 @@ void push_unique(std::vector<int64_t> & out, int64_t v, const std::string & opti
 }
 
 void expand_range(const std::string & option, const std::string & spec, const std::vector<std::string> & f,
-                  std::vector<int64_t> & out) {
-    const int64_t a = parse_positive(option, spec, f[0]);
-    const int64_t b = parse_positive(option, spec, f[1]);
+                  int64_t max_value, std::vector<int64_t> & out) {
+    const int64_t a = parse_positive(option, spec, f[0], max_value);
+    const int64_t b = parse_positive(option, spec, f[1], max_value);
     if (a > b) throw input_error(option, 0, spec, fmt::format("range start {} is above its end {}", a, b));
     const std::string & step = f[2];
     if (step.size() < 2 || (step[0] != 'x' && step[0] != '+')) {
@@ -48,19 +63,26 @@ void expand_range(const std::string & option, const std::string & spec, const st
     }
     const int64_t s = parse_positive(option, spec, std::string_view(step).substr(1));
     if (step[0] == 'x' && s < 2) throw input_error(option, 0, spec, "a geometric step needs a factor >= 2");
-    for (int64_t v = a; v <= b; v = step[0] == 'x' ? v * s : v + s) push_unique(out, v, option, spec);
+    // the next value is computed without overflow: a step past b (or past INT64_MAX) ends the range
+    for (int64_t v = a;;) {
+        push_unique(out, v, option, spec);
+        int64_t next = 0;
+        const bool ovf = step[0] == 'x' ? __builtin_mul_overflow(v, s, &next) : __builtin_add_overflow(v, s, &next);
+        if (ovf || next > b) break;
+        v = next;
+    }
 }
 
 }  // namespace
 
-std::vector<int64_t> parse_int_list(const std::string & option, const std::string & spec) {
+std::vector<int64_t> parse_int_list(const std::string & option, const std::string & spec, int64_t max_value) {
     std::vector<int64_t> out;
     for (const std::string & item : split(spec, ',')) {
         const std::vector<std::string> f = split(item, ':');
         if (f.size() == 1) {
-            push_unique(out, parse_positive(option, spec, f[0]), option, spec);
+            push_unique(out, parse_positive(option, spec, f[0], max_value), option, spec);
         } else if (f.size() == 3) {
-            expand_range(option, spec, f, out);
+            expand_range(option, spec, f, max_value, out);
         } else {
             throw input_error(option, 0, spec, fmt::format("'{}' is neither a value nor a range a:b:xF / a:b:+S", item));
         }
@@ -92,23 +114,71 @@ shard_spec parse_shard(const std::string & spec) {
     if (f.size() != 2) throw input_error("--shard", 0, spec, "expected i/n");
     int64_t i = 0;
     const auto [end, ec] = std::from_chars(f[0].data(), f[0].data() + f[0].size(), i);
-    if (f[0].empty() || ec != std::errc() || end != f[0].data() + f[0].size()) {
+    if (f[0].empty() || end != f[0].data() + f[0].size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
         throw input_error("--shard", 0, spec, "shard index is not an integer");
     }
-    const int64_t n = parse_positive("--shard", spec, f[1]);
-    if (i < 0 || i >= n) throw input_error("--shard", 0, spec, fmt::format("shard index must be in [0, {})", n));
+    const int64_t n = parse_positive("--shard", spec, f[1], max_shards);
+    if (ec != std::errc() || i < 0 || i >= n) {
+        throw input_error("--shard", 0, spec, fmt::format("shard index must be in [0, {})", n));
+    }
     return {(int) i, (int) n};
 }
 
-void sweep_config::validate() const {
+size_t physical_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return 0;
+    size_t r = 0;
+    return __builtin_mul_overflow((size_t) pages, (size_t) page, &r) ? SIZE_MAX : r;
+}
+
+size_t memory_budget_bytes(size_t phys_bytes) { return phys_bytes / 5 * 4; }
+
+void sweep_config::validate(size_t phys_bytes) const {
     if (ctx.empty() || kv_types.empty() || batch.empty()) throw input_error("sweep", 0, "", "empty ctx/type/batch list");
-    if (head_dim <= 0 || head_dim % 32 != 0) {
+    if (head_dim <= 0 || head_dim % 32 != 0 || head_dim > max_head_dim) {
         throw input_error("--head-dim", 0, std::to_string(head_dim),
-                          "head_dim must be a positive multiple of 32 (the q8_0/q4_0 block and the kernels' unit)");
+                          fmt::format("head_dim must be a positive multiple of 32 (the q8_0/q4_0 block and the kernels' "
+                                      "unit), at most {}", max_head_dim));
     }
-    if (n_head_kv <= 0 || n_head <= 0 || n_head % n_head_kv != 0) {
+    if (n_head_kv <= 0 || n_head <= 0 || n_head % n_head_kv != 0 || n_head > max_heads) {
         throw input_error("--n-head", 0, fmt::format("{}/{}", n_head, n_head_kv),
-                          "n_head must be a positive multiple of n_head_kv");
+                          fmt::format("n_head must be a positive multiple of n_head_kv, at most {}", max_heads));
+    }
+    for (int64_t v : ctx) {
+        if (v < 1 || v > max_ctx) throw input_error("--ctx", 0, std::to_string(v), fmt::format("must be in [1, {}]", max_ctx));
+    }
+    for (int64_t v : batch) {
+        if (v < 1 || v > max_batch) {
+            throw input_error("--batch", 0, std::to_string(v),
+                              fmt::format("must be in [1, {}] (one sequence per stream, LLAMA_MAX_SEQ)", max_batch));
+        }
+    }
+    // The largest point's byte counts must fit in 64 bits: K+V of each type and the f32 copy the Eigen baseline
+    // converts to (the largest row), plus the 4-byte shift input per cell. All smaller points then fit too.
+    const int64_t ctx_max = *std::max_element(ctx.begin(), ctx.end());
+    const int64_t batch_max = *std::max_element(batch.begin(), batch.end());
+    try {
+        const size_t cells = mul_checked((size_t) ctx_max, (size_t) batch_max, "ctx x batch");
+        const size_t f32_row = mul_checked(mul_checked((size_t) head_dim, (size_t) n_head_kv, "row"), sizeof(float), "row");
+        const size_t f32_kv = mul_checked(mul_checked(cells, f32_row, "K+V"), 2, "K+V");
+        if (f32_kv > SIZE_MAX - mul_checked(cells, 8, "K-shift")) throw std::overflow_error("K-shift: byte count overflows 64 bits");
+        for (ggml_type t : kv_types) point_kv_bytes(*this, {0, ctx_max, t, batch_max});
+    } catch (const std::overflow_error & e) {
+        throw input_error("--ctx", 0, fmt::format("{} x batch {}", ctx_max, batch_max),
+                          fmt::format("the largest point is too large ({})", e.what()));
+    }
+    if (phys_bytes > 0) {
+        const size_t budget = memory_budget_bytes(phys_bytes);
+        if (limit_bytes > budget / 2) {
+            throw usage_error(fmt::format("--limit-mib {}: the bandwidth probe needs 2 x {} MiB, more than 80 % of the "
+                                          "{} MiB of physical memory (at most {} MiB)",
+                                          limit_bytes >> 20, limit_bytes >> 20, phys_bytes >> 20, (budget / 2) >> 20));
+        }
+        if (max_buffer_bytes > budget) {
+            throw usage_error(fmt::format("--max-buffer-mib {}: a point of that K+V size would need more than 80 % of the "
+                                          "{} MiB of physical memory (at most {} MiB)",
+                                          max_buffer_bytes >> 20, phys_bytes >> 20, budget >> 20));
+        }
     }
     if (threads < 1) throw input_error("--threads", 0, std::to_string(threads), "must be >= 1");
     if (repeats < 1) throw input_error("--repeats", 0, std::to_string(repeats), "must be >= 1");
@@ -136,7 +206,9 @@ std::vector<bench_point> shard_points(const std::vector<bench_point> & all, cons
 }
 
 size_t point_kv_bytes(const sweep_config & c, const bench_point & p) {
-    return (size_t) (p.batch * p.ctx * c.n_head_kv) * 2 * ggml_row_size(p.type, c.head_dim);
+    const size_t cells = mul_checked((size_t) p.batch, (size_t) p.ctx, "K+V");
+    const size_t rows = mul_checked(cells, (size_t) c.n_head_kv, "K+V");
+    return mul_checked(mul_checked(rows, 2, "K+V"), ggml_row_size(p.type, c.head_dim), "K+V");
 }
 
 nlohmann::json config_to_json(const sweep_config & c) {

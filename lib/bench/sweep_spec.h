@@ -13,11 +13,21 @@
 
 namespace kvsim {
 
+// Largest --ctx value: cells per sequence are llama_pos (int32) positions.
+constexpr int64_t max_ctx = 2147483647;
+// Largest --batch value: one sequence per stream, at most LLAMA_MAX_SEQ (256) sequences.
+constexpr int64_t max_batch = 256;
+// Largest shard count of --shard i/n.
+constexpr int64_t max_shards = (int64_t) 1 << 20;
+// Largest --head-dim and --n-head / --n-head-kv of a custom shape.
+constexpr int64_t max_head_dim = 65536;
+constexpr int64_t max_heads = 65536;
+
 // Parse a list of positive integers: comma-separated items, each a value ("4096"), a geometric range
 // "a:b:xF" (a, a*F, ... <= b, F >= 2) or an arithmetic range "a:b:+S" (a, a+S, ... <= b, S >= 1). Duplicates are
-// dropped, order kept. Throws input_error(option, 0, spec, why) for a malformed item, a value <= 0, a > b, or a
-// list longer than 4096 values.
-std::vector<int64_t> parse_int_list(const std::string & option, const std::string & spec);
+// dropped, order kept. Throws input_error(option, 0, spec, why) for a malformed item, a value <= 0 or above
+// max_value, a > b, or a list longer than 4096 values. Range steps never overflow: a range stops at its last value <= b.
+std::vector<int64_t> parse_int_list(const std::string & option, const std::string & spec, int64_t max_value = max_ctx);
 
 // Parse comma-separated KV cache types the attention kernels support (f32, f16, q8_0, q4_0).
 // Throws input_error("--kv-type", 0, name, why) for an unknown or unsupported type.
@@ -28,7 +38,8 @@ struct shard_spec {
     int index = 0;
     int count = 1;
 };
-// Throws input_error("--shard", 0, spec, why) when malformed or i outside [0, n).
+// Throws input_error("--shard", 0, spec, why) (spec as typed) when malformed, n outside [1, max_shards] or i
+// outside [0, n).
 shard_spec parse_shard(const std::string & spec);
 
 // Everything that defines what a sweep measures. Points run with one sequence per stream: n_stream = batch
@@ -54,9 +65,12 @@ struct sweep_config {
     size_t limit_bytes = (size_t) 512 << 20;      // buffer size of the bandwidth probe
     shard_spec shard;
 
-    // Throws input_error for head_dim not a positive multiple of 32, n_head not a multiple of n_head_kv,
-    // threads/repeats < 1, or empty lists.
-    void validate() const;
+    // Throws input_error for head_dim not a positive multiple of 32 (or above max_head_dim), n_head not a multiple
+    // of n_head_kv (or above max_heads), threads/repeats < 1, empty lists, ctx above max_ctx, batch above
+    // max_batch, or a point whose byte counts (K+V of any type, its f32 copy, mask, K-shift) overflow 64 bits.
+    // phys_bytes > 0 (physical memory): also throws usage_error when the bandwidth probe (2 x limit_bytes) or
+    // one point's K+V (max_buffer_bytes) would need more than 80 % of it.
+    void validate(size_t phys_bytes = 0) const;
 };
 
 // One measured configuration; index is the position in the full (unsharded) plan.
@@ -71,7 +85,8 @@ struct bench_point {
 std::vector<bench_point> plan_points(const sweep_config & c);
 std::vector<bench_point> shard_points(const std::vector<bench_point> & all, const shard_spec & s);
 
-// K+V bytes of one copy of a point's cache: batch * ctx * n_head_kv * 2 * row_size(type, head_dim).
+// K+V bytes of one copy of a point's cache: batch * ctx * n_head_kv * 2 * row_size(type, head_dim). Throws
+// std::overflow_error instead of wrapping (validate() refuses such sweeps up front).
 size_t point_kv_bytes(const sweep_config & c, const bench_point & p);
 
 // JSON form of the configuration (shard included); config_from_json throws std::runtime_error on a missing field.
@@ -79,5 +94,10 @@ nlohmann::json config_to_json(const sweep_config & c);
 sweep_config config_from_json(const nlohmann::json & j);
 // True when a and b describe the same sweep apart from the shard.
 bool same_sweep(const sweep_config & a, const sweep_config & b);
+
+// Physical memory of this machine (sysconf pages x page size), 0 when unknown.
+size_t physical_memory_bytes();
+// The share of physical memory one run may plan to use for a buffer: 80 %.
+size_t memory_budget_bytes(size_t phys_bytes);
 
 }  // namespace kvsim
