@@ -6,12 +6,14 @@
 #include "trace/convert.h"
 #include "trace/inspect.h"
 #include "util/errors.h"
+#include "util/interrupt.h"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 int main(int argc, char ** argv) {
     using namespace kvsim;
+    ignore_sigpipe();   // a closed pipe is a write error (temporary files removed, exit 1), not a kill
     CLI::App app{"kvsim: what happens to a llama.cpp KV cache under a real multi-sequence workload"};
     app.require_subcommand(1);
     app.set_version_flag("--version", "kvsim 0.1.0");

@@ -6,9 +6,11 @@
 #include "trace/text_lines.h"
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/interrupt.h"
 
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -242,4 +244,45 @@ TEST_CASE("a line longer than 1 MiB is an input error naming the line, from a fi
     // exactly the limit is still a line (an unknown op, not a length error)
     const std::string at_limit = scratch("at_limit.csv", header + longest + "\n");
     CHECK(std::string(error_of([&] { read_op_trace(at_limit); }).what()).find("longer than") == std::string::npos);
+}
+
+// Bad-input run 2 (docs/reliability.md): a value's control bytes were printed raw ('4\r').
+TEST_CASE("input_error escapes control bytes in the value, and keeps value() raw") {
+    const input_error e("t.csv", 3, std::string("4\r\t\n\x01\x7f\0x", 8) + "\xc3\xa9", "bad");
+    CHECK(std::string(e.what()) == "t.csv:3: bad (value '4\\r\\t\\n\\x01\\x7f\\0x\xc3\xa9')");
+    CHECK(e.value() == std::string("4\r\t\n\x01\x7f\0x", 8) + "\xc3\xa9");
+}
+
+// Bad-input run 2: SIGHUP (terminal closed) killed a replay with its temporary files left.
+TEST_CASE("SIGHUP is a stop request like SIGINT and SIGTERM; SIGPIPE can be ignored") {
+    reset_interrupt();
+    install_interrupt_handler();
+    REQUIRE_FALSE(interrupted());
+    std::raise(SIGHUP);
+    CHECK(interrupted());
+    CHECK(interrupt_signal() == SIGHUP);
+    reset_interrupt();
+    ignore_sigpipe();
+    struct sigaction cur {};
+    REQUIRE(sigaction(SIGPIPE, nullptr, &cur) == 0);
+    CHECK((cur.sa_handler == SIG_IGN));
+    std::raise(SIGPIPE);   // ignored: the test goes on
+    CHECK_FALSE(interrupted());
+}
+
+// Bad-input run 2: more hash_ids than prompt tokens gave negative block lengths in the prefix
+// reuse; a duplicated key was silently read as its last value.
+TEST_CASE("Mooncake: more hash_ids than prompt tokens, and duplicated keys, are input errors") {
+    const input_error a = request_error("mc_ids.jsonl", "{\"timestamp\": 0, \"input_length\": 2, \"output_length\": 1, \"hash_ids\": [1,2,3]}\n");
+    CHECK(a.line() == 1);
+    CHECK(a.value() == "3");
+    CHECK(std::string(a.what()).find("input_length 2") != std::string::npos);
+    const input_error b = request_error("mc_dup.jsonl", "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": []}\n"
+                                        "{\"timestamp\": 1, \"input_length\": 10, \"input_length\": 5000, \"output_length\": 1, \"hash_ids\": [1]}\n");
+    CHECK(b.line() == 2);
+    CHECK(b.value() == "input_length");
+    // as many ids as tokens is fine
+    const request_trace ok = read_request_trace(scratch("mc_ok.jsonl", "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 1, "
+                                                                      "\"hash_ids\": [1,2,3]}\n"));
+    CHECK(ok.requests.size() == 1);
 }

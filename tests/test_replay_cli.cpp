@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+
 using namespace kvsim_test;
 using json = nlohmann::json;
 
@@ -286,4 +288,225 @@ TEST_CASE("options that would do nothing are refused with exit 2, only when give
         const auto r = run_kvsim(ok);
         CHECK_MESSAGE(r.rc == 0, r.err);
     }
+}
+
+// ---- bad-input run 2 (docs/reliability.md, bad-input section): fixes 1-9 ----
+
+namespace {
+// Writes `text` to dir/name and returns the path.
+std::string write_file(const scratch_dir & dir, const std::string & name, const std::string & text) {
+    std::ofstream(dir / name, std::ios::binary) << text;
+    return dir / name;
+}
+const char * const k_ops_header = "batch,op,seq,n_tokens,p0,p1,delta,seq_dst\n";
+const char * const k_azure_hdr = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+
+// Names of regular files under `dir` containing ".tmp-" (leftover temporaries).
+size_t temp_files_in(const std::string & dir) {
+    if (!fs::exists(dir)) return 0;
+    size_t n = 0;
+    for (const auto & e : fs::recursive_directory_iterator(dir)) n += e.path().filename().string().find(".tmp-") != std::string::npos;
+    return n;
+}
+}  // namespace
+
+// Used to fail with exit 1 after the replay and leave x.jsonl corrupted: the "given twice" check
+// compared weakly_canonical("x") (relative) with weakly_canonical("./x") (absolute).
+TEST_CASE("two outputs naming one file, spelled differently, are refused before any work") {
+    scratch_dir dir("cli_same_file");
+    const std::string req = "traces/requests/azure_sample.csv --model tiny-llama" + std::string(k_fast);
+    const fs::path cwd = fs::current_path();
+    const std::string rel = fs::relative(dir.path, cwd).string();   // the scratch dir, relative to the cwd
+    const std::vector<std::string> cases = {
+        " --dump-cells " + rel + "/x.jsonl --trace-json " + rel + "/./x.jsonl",
+        " --dump-cells " + rel + "/x.jsonl --trace-json " + (dir / "x.jsonl"),
+        " --emit-ops " + rel + "/x.jsonl --dump-cells " + rel + "/sub/../x.jsonl",
+        " --out " + rel + "/o --trace-json " + (dir / "o") + "/summary.json",
+        " --out " + (dir / "o") + " --emit-ops " + rel + "/./o/requests.csv",
+    };
+    for (const auto & c : cases) {
+        CAPTURE(c);
+        std::ofstream(dir / "x.jsonl") << "keep\n";
+        const auto r = run_kvsim("replay " + req + c);
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find("same file") != std::string::npos, r.err);
+        CHECK(read_text(dir / "x.jsonl") == "keep\n");
+        CHECK_FALSE(fs::exists(dir / "o"));
+        CHECK(temp_files_in(dir.path.string()) == 0);
+    }
+    // relative and "./" spellings where nothing exists yet
+    const auto r = run_kvsim("replay " + req + " --dump-cells a_" + std::to_string(getpid()) + ".jsonl --trace-json ./a_" +
+                             std::to_string(getpid()) + ".jsonl");
+    CHECK(r.rc == 2);
+    CHECK_FALSE(fs::exists("a_" + std::to_string(getpid()) + ".jsonl"));
+}
+
+// Used to die of SIGPIPE (exit 141) with o/*.tmp-PID left behind.
+TEST_CASE("a closed pipe on --emit-ops /dev/stdout is a write error that leaves no temporary files") {
+    scratch_dir dir("cli_sigpipe");
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    ::close(fds[0]);   // nobody reads: the first write gets EPIPE (or SIGPIPE when not ignored)
+    const std::string bin = std::string(KVSIM_BINARY_DIR) + "/kvsim";
+    const std::string out = dir / "o", err = dir / "err.txt";
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::dup2(fds[1], 1);
+        const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ::dup2(e, 2);
+        ::execl(bin.c_str(), "kvsim", "replay", "traces/requests/azure_sample.csv", "--model", "tiny-llama", "--backend", "none",
+                "--no-progress", "--out", out.c_str(), "--emit-ops", "/dev/stdout", (char *) nullptr);
+        ::_exit(127);
+    }
+    ::close(fds[1]);
+    int st = 0;
+    REQUIRE(::waitpid(pid, &st, 0) == pid);
+    CHECK_MESSAGE(WIFEXITED(st), "killed by signal ", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    CHECK(WEXITSTATUS(st) == 1);
+    CHECK_MESSAGE(read_text(err).find("Broken pipe") != std::string::npos, read_text(err));
+    CHECK(temp_files_in(dir.path.string()) == 0);
+    CHECK(files_in(out) == 0);
+}
+
+// Used to overflow int32 positions (UB) in the op replay: pos + 1, a decode continuing past
+// INT32_MAX, and seq_add moving a cell past it (kv_cells::pos_add).
+TEST_CASE("op-trace positions past INT32_MAX are input errors naming the line") {
+    scratch_dir dir("cli_pos_overflow");
+    struct bad {
+        std::string rows, in_err;
+    };
+    const std::vector<bad> cases = {
+        {"1,decode,0,4,2147483647,,,\n", ".csv:2"},
+        {"1,decode,0,4,2147483644,,,\n", ".csv:2"},
+        {"1,decode,0,1,2147483646,,,\n2,decode,0,1,,,,\n", ".csv:3"},
+        {"1,decode,0,4,0,,,\n2,add,0,,0,-1,2147483645,\n", ".csv:3"},
+        {"1,decode,0,4,2147483000,,,\n2,add,0,,0,-1,1000,\n", ".csv:3"},
+        // div keeps the position small but grows the pending shift: the shift would overflow
+        {"1,decode,0,4,2147483000,,,\n2,div,0,,0,-1,2,\n3,div,0,,0,-1,2,\n4,add,0,,0,-1,600000000,\n", ".csv:5"},
+    };
+    for (const auto & c : cases) {
+        CAPTURE(c.rows);
+        const std::string t = write_file(dir, "t.csv", k_ops_header + c.rows);
+        const auto r = run_kvsim("replay " + t + " --model tiny-llama --out " + (dir / "o") + k_fast);
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find(c.in_err) != std::string::npos, r.err);
+        CHECK_FALSE(fs::exists(dir / "o"));
+    }
+    // the largest position itself is fine, and an add that stays in range
+    const std::string ok = write_file(dir, "ok.csv", std::string(k_ops_header) + "1,decode,0,4,2147483643,,,\n2,add,0,,0,-1,-5,\n");
+    const auto r = run_kvsim("replay " + ok + " --model tiny-llama" + k_fast);
+    CHECK_MESSAGE(r.rc == 0, r.err);
+}
+
+// --keep 2147483647: ++n_keep for the BOS token wrapped to INT32_MIN and every shift wiped the slot.
+TEST_CASE("--context-shift --keep INT32_MAX clamps like llama-server (n_ctx_slot - 4) instead of overflowing") {
+    scratch_dir dir("cli_keep_max");
+    const std::string t = write_file(dir, "a.csv", std::string(k_azure_hdr) + "2023-11-16 18:15:46.0000000,100,600\n");
+    const std::string base = "replay " + t + " --model tiny-llama -c 256 -np 1 --context-shift" + std::string(k_fast);
+    // n_ctx_slot 256: n_keep = min(252, keep + 1), so --keep 251 gives the same shifts
+    const auto a = run_kvsim(base + " --keep 2147483647 --emit-ops " + (dir / "a.ops"));
+    const auto b = run_kvsim(base + " --keep 251 --emit-ops " + (dir / "b.ops"));
+    REQUIRE_MESSAGE(a.rc == 0, a.err);
+    REQUIRE_MESSAGE(b.rc == 0, b.err);
+    CHECK(read_text(dir / "a.ops") == read_text(dir / "b.ops"));
+    CHECK(read_text(dir / "a.ops").find(",rm,0,,-1,") == std::string::npos);
+}
+
+// Used to exit 1 at the first timed step ("flash_attn: head dims must be multiples of 32") with
+// an empty --out directory left behind, or blame a correct op-trace line.
+TEST_CASE("--head-dim not a multiple of 32 is refused up front with a kernel backend") {
+    scratch_dir dir("cli_head_dim");
+    for (const char * trace : {"traces/requests/azure_sample.csv", "traces/ops/context_shift.csv"}) {
+        CAPTURE(trace);
+        const auto r = run_kvsim(std::string("replay ") + trace + " --model tiny-llama --head-dim 80 --backend cpu --no-progress -q --out " + (dir / "o"));
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find("--head-dim 80") != std::string::npos, r.err);
+        CHECK_FALSE(fs::exists(dir / "o"));
+    }
+    const auto ok = run_kvsim("replay traces/ops/context_shift.csv --model tiny-llama --head-dim 80" + std::string(k_fast));
+    CHECK_MESSAGE(ok.rc == 0, ok.err);
+}
+
+// kvsim convert wrote files its own readers reject (garbage Azure dates, Total tokens over
+// INT32_MAX, Mooncake lines over 1 MiB after allocating gigabytes, wrapped hash ids), exit 0.
+TEST_CASE("convert refuses requests the target format cannot hold, naming the input line, and writes nothing") {
+    scratch_dir dir("cli_convert_bad");
+    const std::string bg_hdr = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
+    struct bad {
+        std::string name, text, to, extra, in_err;
+    };
+    const std::vector<bad> cases = {
+        {"huge.csv", bg_hdr + "0,m,10,1,11,Conversation log\n1e308,m,10,1,11,Conversation log\n", "azure", "", "huge.csv:3"},
+        {"span.csv", bg_hdr + "0,m,10,1,11,Conversation log\n8000000000,m,10,1,11,Conversation log\n", "azure", "", "span.csv:3"},
+        {"total.csv", bg_hdr + "0,m,2147483647,5,2147483647,Conversation log\n", "burstgpt", "", "total.csv:2"},
+        {"long.csv", bg_hdr + "0,m,2147483647,1,2147483647,Conversation log\n", "mooncake", " --block-tokens 1", "long.csv:2"},
+        {"ids.jsonl", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [18446744073709551615]}\n"
+                      "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": []}\n", "mooncake", "", "ids.jsonl:2"},
+        {"ids2.jsonl", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [18446744073709551614]}\n"
+                       "{\"timestamp\": 1, \"input_length\": 1024, \"output_length\": 1, \"hash_ids\": []}\n", "mooncake", "", "ids2.jsonl:2"},
+    };
+    for (const auto & c : cases) {
+        CAPTURE(c.name);
+        const std::string in = write_file(dir, c.name, c.text);
+        const auto r = run_kvsim("convert " + in + " " + (dir / "out.txt") + " --to " + c.to + c.extra);
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find(c.in_err) != std::string::npos, r.err);
+        CHECK_FALSE(fs::exists(dir / "out.txt"));
+        CHECK(temp_files_in(dir.path.string()) == 0);
+    }
+    // a span the Azure format holds still converts and reads back
+    const std::string in = write_file(dir, "ok.csv", bg_hdr + "0,m,10,1,11,Conversation log\n7000000000,m,10,1,11,Conversation log\n");
+    const auto r = run_kvsim("convert " + in + " " + (dir / "ok_azure.csv") + " --to azure");
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    const auto back = run_kvsim("inspect " + (dir / "ok_azure.csv"));
+    CHECK_MESSAGE(back.rc == 0, back.err);
+}
+
+// Mooncake: more hash_ids than prompt tokens made block lengths negative (prefix reuse of a
+// negative length, `cp 0 -> 0`); a repeated key silently took the last value.
+TEST_CASE("Mooncake lines with more hash_ids than prompt tokens or a duplicated key are refused") {
+    scratch_dir dir("cli_mooncake_bad");
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"{\"timestamp\": 0, \"input_length\": 2, \"output_length\": 1, \"hash_ids\": [1,2,3]}\n", "3 hash_ids for input_length 2"},
+        {"{\"timestamp\": 0, \"input_length\": 10, \"input_length\": 5000, \"output_length\": 1, \"hash_ids\": [1]}\n",
+         "duplicate JSON key (value 'input_length')"},
+    };
+    for (const auto & [text, msg] : cases) {
+        const std::string t = write_file(dir, "m.jsonl", text);
+        const auto r = run_kvsim("replay " + t + " --model tiny-llama --out " + (dir / "o") + k_fast);
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find("m.jsonl:1") != std::string::npos, r.err);
+        CHECK_MESSAGE(r.err.find(msg) != std::string::npos, r.err);
+        CHECK_FALSE(fs::exists(dir / "o"));
+    }
+}
+
+// Report files are committed all or nothing, and a failed run removes the --out directories it
+// created (occupancy.csv used to be renamed into place before requests.csv failed on /dev/full).
+TEST_CASE("a failed run leaves no report from this run and no --out directory it created") {
+    scratch_dir dir("cli_all_or_nothing");
+    const std::string out = dir / "o";
+    fs::create_directories(out);
+    fs::create_symlink("/dev/full", out + "/requests.csv");
+    const auto r = run_kvsim("replay traces/requests/azure_sample.csv --model tiny-llama --out " + out + k_fast);
+    CHECK(r.rc == 1);
+    CHECK_FALSE(fs::exists(out + "/occupancy.csv"));
+    CHECK_FALSE(fs::exists(out + "/summary.json"));
+    CHECK(temp_files_in(out) == 0);
+    // an input error after the outputs were opened: the new nested --out directories go again
+    const std::string t = write_file(dir, "t.csv", std::string(k_ops_header) + "1,decode,0,4,2147483647,,,\n");
+    const auto e = run_kvsim("replay " + t + " --model tiny-llama --out " + (dir / "new/deeper") + k_fast);
+    CHECK(e.rc == 2);
+    CHECK_FALSE(fs::exists(dir / "new"));
+}
+
+// Control bytes in a value were printed raw ('4\r' moved the cursor back over the message).
+TEST_CASE("control characters in an error's value are escaped") {
+    scratch_dir dir("cli_ctrl");
+    const std::string t = write_file(dir, "t.csv", std::string(k_ops_header) + "1,decode,0,4\x01,,,,\n");
+    const auto r = run_kvsim("replay " + t + " --model tiny-llama" + k_fast);
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.find("'4\\x01'") != std::string::npos, r.err);
+    CHECK(r.err.find('\x01') == std::string::npos);
 }

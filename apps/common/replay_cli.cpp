@@ -202,6 +202,12 @@ std::unique_ptr<replay_hooks> make_hooks(const kernel_options & k) {
 // The kernels handle f32, f16, q8_0 and q4_0 K/V; other cache types replay bookkeeping only.
 void check_kernel_types(const replay_options & o) {
     if (o.kernels.backend == "none") return;
+    // the attention kernels work on 32-wide head-dimension blocks (kernels/attention.cpp check_fa);
+    // refused here, before any output exists, rather than at the first timed step
+    if (o.model.head_dim % 32 != 0) {
+        throw usage_error(fmt::format("--head-dim {}: the attention kernels need a head size that is a multiple of 32; "
+                                      "use --backend none to replay the bookkeeping only", o.model.head_dim));
+    }
     for (ggml_type t : {o.ctx.type_k, o.ctx.type_v}) {
         if (!kernel_supports_type(t)) {
             throw usage_error(fmt::format("the attention kernels do not support cache type {} (f32, f16, q8_0, q4_0); "

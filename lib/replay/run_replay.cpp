@@ -46,13 +46,25 @@ void check_paths(const replay_options & o, bool is_request_trace) {
         }
         for (const char * f : k_out_files) paths.push_back(o.out_dir + "/" + f);
     }
-    std::vector<std::string> seen;
+    // Compared as absolute, normalised paths with existing symbolic links resolved, so `x`,
+    // `./x`, `d/../x` and `/abs/x` (and a link to x) are one file. weakly_canonical of a relative
+    // path whose first component does not exist stays relative, hence absolute() first.
+    std::vector<std::pair<std::string, std::string>> seen;   // canonical, as given
     for (const auto & p : paths) {
         std::error_code ec;
-        const auto canon = std::filesystem::weakly_canonical(p, ec).string();
+        std::filesystem::path abs = std::filesystem::absolute(p, ec);
+        if (ec) abs = p;
+        std::filesystem::path canon = std::filesystem::weakly_canonical(abs, ec);
+        if (ec) canon = abs;
+        const std::string key = canon.lexically_normal().string();
         if (std::filesystem::is_directory(p)) throw usage_error("output path " + p + " is a directory");
-        if (std::find(seen.begin(), seen.end(), canon) != seen.end()) throw usage_error("output path " + p + " is given twice");
-        seen.push_back(canon);
+        for (const auto & [k, given] : seen) {
+            if (k == key) {
+                throw usage_error(given == p ? "output path " + p + " is given twice"
+                                             : "output paths " + given + " and " + p + " are the same file (" + key + ")");
+            }
+        }
+        seen.emplace_back(key, p);
     }
 }
 
@@ -65,28 +77,77 @@ struct outputs {
         check_paths(o, is_request_trace);
         if (!o.dump_cells.empty()) dump = std::make_unique<atomic_file>(o.dump_cells);
         if (!o.out_dir.empty()) {
+            // remember the directories this run creates: a failed run removes them again (when empty)
             std::error_code ec;
+            std::filesystem::path d = std::filesystem::absolute(o.out_dir, ec).lexically_normal();
+            if (!d.has_filename()) d = d.parent_path();   // trailing slash
+            auto missing = [](const std::filesystem::path & p) {
+                std::error_code e;   // not_found sets e on some libstdc++ versions: only the status counts
+                return !std::filesystem::exists(std::filesystem::symlink_status(p, e));
+            };
+            while (!ec && !d.empty() && d != d.parent_path() && missing(d)) {
+                created_dirs.push_back(d);
+                d = d.parent_path();
+            }
+            ec.clear();
             std::filesystem::create_directories(o.out_dir, ec);
-            if (ec) throw std::runtime_error("cannot create output directory " + o.out_dir + ": " + ec.message());
+            if (ec) {
+                remove_created_dirs();
+                throw std::runtime_error("cannot create output directory " + o.out_dir + ": " + ec.message());
+            }
         }
-        if (!o.emit_ops.empty()) emit = std::make_unique<atomic_file>(o.emit_ops);
-        if (!o.trace_json.empty()) timeline = std::make_unique<atomic_file>(o.trace_json);
-        if (o.out_dir.empty()) return;
-        occupancy = std::make_unique<atomic_file>(o.out_dir + "/occupancy.csv");
-        if (is_request_trace) requests = std::make_unique<atomic_file>(o.out_dir + "/requests.csv");
-        summary = std::make_unique<atomic_file>(o.out_dir + "/summary.json");
-        if (timed) bandwidth = std::make_unique<atomic_file>(o.out_dir + "/bandwidth.csv");
-        report = std::make_unique<atomic_file>(o.out_dir + "/report.html");
+        try {
+            if (!o.emit_ops.empty()) emit = std::make_unique<atomic_file>(o.emit_ops);
+            if (!o.trace_json.empty()) timeline = std::make_unique<atomic_file>(o.trace_json);
+            if (o.out_dir.empty()) return;
+            occupancy = std::make_unique<atomic_file>(o.out_dir + "/occupancy.csv");
+            if (is_request_trace) requests = std::make_unique<atomic_file>(o.out_dir + "/requests.csv");
+            summary = std::make_unique<atomic_file>(o.out_dir + "/summary.json");
+            if (timed) bandwidth = std::make_unique<atomic_file>(o.out_dir + "/bandwidth.csv");
+            report = std::make_unique<atomic_file>(o.out_dir + "/report.html");
+        } catch (...) {
+            discard();   // the destructor does not run for a constructor that throws
+            throw;
+        }
     }
+    // All or nothing: every file is flushed and closed first (a write error there leaves no new
+    // file in place), and only then are they all renamed.
     void commit() {
-        for (auto * f : {dump.get(), emit.get(), occupancy.get(), requests.get(), summary.get(), bandwidth.get(), report.get(),
-                         timeline.get()}) {
+        atomic_file * const all[] = {dump.get(), emit.get(), occupancy.get(), requests.get(), summary.get(),
+                                     bandwidth.get(), report.get(), timeline.get()};
+        for (atomic_file * f : all) {
+            if (f) f->finish();
+        }
+        for (atomic_file * f : all) {
             if (f) f->commit();
         }
+        committed = true;
         remove_stale();
     }
 
+    // A failed run: the temporary files go first (the atomic_file destructors), then the output
+    // directories this run created, if they are still empty.
+    ~outputs() {
+        if (!committed) discard();
+    }
+    outputs(const outputs &) = delete;
+    outputs & operator=(const outputs &) = delete;
+
 private:
+    std::vector<std::filesystem::path> created_dirs;   // deepest first
+    bool committed = false;
+
+    void discard() noexcept {
+        for (auto * f : {&dump, &emit, &occupancy, &requests, &summary, &bandwidth, &report, &timeline}) f->reset();
+        remove_created_dirs();
+    }
+    void remove_created_dirs() noexcept {
+        for (const auto & d : created_dirs) {
+            std::error_code ec;
+            if (!std::filesystem::remove(d, ec)) break;   // not empty (or gone): leave it and its parents
+        }
+    }
+
     // Done after this run's files are committed, so a failed run leaves the previous run's set
     // whole: e.g. an op-trace run removes a request-trace run's requests.csv, an untimed run an
     // earlier bandwidth.csv. Only files (or links) with kvsim's own names, never directories.

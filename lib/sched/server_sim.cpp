@@ -73,8 +73,11 @@ private:
     bool iswa_ = false;
 };
 
+// Tokens of block b of r's prompt: 0 past the prompt's end (a trace may list more hash_ids than
+// the prompt has blocks at this block size), never negative; 64-bit so b * block cannot overflow.
 int32_t block_len(const request & r, size_t b, int32_t block) {
-    return std::min<int32_t>(block, r.n_prompt - (int32_t) b * block);
+    const int64_t left = (int64_t) r.n_prompt - (int64_t) b * block;
+    return (int32_t) std::clamp<int64_t>(left, 0, block);
 }
 }  // namespace
 
@@ -92,6 +95,7 @@ int32_t server_sim::common_prefix(const slot_t & s, const request & rq) const {
     int32_t lcp = 0;
     for (size_t b = 0; b < a.hash_ids.size() && b < rq.hash_ids.size() && a.hash_ids[b] == rq.hash_ids[b]; ++b) {
         const int32_t la = block_len(a, b, p_.block_tokens), lb = block_len(rq, b, p_.block_tokens);
+        if (la == 0 || lb == 0) break;   // ids beyond the prompt's blocks
         lcp += std::min(la, lb);
         if (la != lb) break;
     }
@@ -200,9 +204,10 @@ void server_sim::start_prompt(slot_t & s, const request_trace & t) {
 
 void server_sim::context_shift(slot_t & s) {
     const request & rq = trace_->requests[s.req];
-    int32_t n_keep = p_.n_keep < 0 ? rq.n_prompt : p_.n_keep;
-    if (p_.add_bos) ++n_keep;
-    n_keep = std::min(n_ctx_slot_ - 4, n_keep);
+    // llama-server clamps n_keep to n_ctx_slot - 4; done in 64 bits so that --keep INT32_MAX plus
+    // the BOS token clamps instead of wrapping to a negative n_keep (which wiped the sequence)
+    const int64_t n_keep64 = (int64_t) (p_.n_keep < 0 ? rq.n_prompt : p_.n_keep) + (p_.add_bos ? 1 : 0);
+    const int32_t n_keep = (int32_t) std::min<int64_t>(n_ctx_slot_ - 4, n_keep64);
     const int32_t n_left = s.n_tokens - n_keep;
     int32_t n_discard = p_.n_discard ? p_.n_discard : n_left / 2;
     n_discard = std::clamp(n_discard, 0, std::max(0, n_left - 1));

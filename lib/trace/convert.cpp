@@ -9,6 +9,8 @@
 #include <cmath>
 #include <fstream>
 #include <fmt/format.h>
+#include <limits>
+#include <string>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -18,12 +20,85 @@ namespace {
 // The Azure writer's epoch; any date works since arrivals are relative to the first request.
 constexpr int64_t k_azure_epoch_year = 2023;
 
-std::string azure_timestamp(double arrival_s) {
+// Each check below names the input line: a value that fits the source format but not the target
+// is refused before anything is written, rather than written in a form the readers reject.
+std::string azure_timestamp(const request & r, const std::string & path) {
     constexpr int64_t ticks_per_s = 10'000'000, ticks_per_day = 86'400 * ticks_per_s;   // 100 ns ticks
-    const int64_t ticks = days_from_civil(k_azure_epoch_year, 1, 1) * ticks_per_day + std::llround(arrival_s * 1e7);
+    // the Azure reader keeps time as int64 nanoseconds since 1970 (latest 2262-04-11 23:47:16.8547758)
+    constexpr int64_t max_ticks = std::numeric_limits<int64_t>::max() / 100;
+    const int64_t epoch = days_from_civil(k_azure_epoch_year, 1, 1) * ticks_per_day;
+    const double t = r.arrival_s * 1e7;
+    if (!(std::isfinite(t) && t >= 0 && t < (double) (max_ticks - epoch))) {
+        throw input_error(path, r.line, fmt::format("{}", r.arrival_s),
+                          fmt::format("arrival {} s after the first request is past what an Azure timestamp can hold "
+                                      "(2262-04-11, {} s after the writer's epoch {}-01-01)",
+                                      r.arrival_s, (max_ticks - epoch) / ticks_per_s, k_azure_epoch_year));
+    }
+    const int64_t ticks = epoch + std::llround(t);
+    if (ticks > max_ticks) {
+        throw input_error(path, r.line, fmt::format("{}", r.arrival_s), "arrival is past what an Azure timestamp can hold (2262-04-11)");
+    }
     const civil_date c = civil_from_days(ticks / ticks_per_day);
     const int64_t in_day = ticks % ticks_per_day, sec = in_day / ticks_per_s;
     return fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:07}", c.y, c.m, c.d, sec / 3600, sec / 60 % 60, sec % 60, in_day % ticks_per_s);
+}
+
+// Digits of v in decimal.
+size_t n_digits(uint64_t v) {
+    size_t n = 1;
+    while (v >= 10) {
+        v /= 10;
+        ++n;
+    }
+    return n;
+}
+
+// One Mooncake JSON line. Generated ids (no hash_ids in the source) are next_id, next_id + 1, ...
+// The line's length is worked out before it is built: the reader refuses lines over
+// k_max_line_bytes, and a prompt of 2^31 tokens at --block-tokens 1 would otherwise build
+// gigabytes first.
+// `exhausted`: id 2^64-1 is taken (by the trace or a generated id), so no fresh id is left.
+std::string mooncake_line(const request & r, const std::string & path, int32_t block_tokens, uint64_t & next_id, bool & exhausted) {
+    const double ms = r.arrival_s * 1000.0;
+    if (!std::isfinite(ms)) {
+        throw input_error(path, r.line, fmt::format("{}", r.arrival_s), "arrival does not fit a Mooncake timestamp (milliseconds overflow)");
+    }
+    const std::string ts = (ms == std::floor(ms) && ms < 9e15 ? nlohmann::json((int64_t) ms) : nlohmann::json(ms)).dump();
+    std::string head = fmt::format("{{\"timestamp\": {}, \"input_length\": {}, \"output_length\": {}, \"hash_ids\": [", ts,
+                                   r.n_prompt, r.n_gen);
+    const bool gen = r.hash_ids.empty();
+    const uint64_t n_ids = gen ? ((uint64_t) r.n_prompt + (uint64_t) block_tokens - 1) / (uint64_t) block_tokens : r.hash_ids.size();
+    if (gen && n_ids > 0 && (exhausted || next_id > std::numeric_limits<uint64_t>::max() - (n_ids - 1))) {
+        throw input_error(path, r.line, std::to_string(r.n_prompt),
+                          exhausted ? std::string("no hash_ids, and the largest id 2^64-1 is already used: no fresh ids to generate")
+                                    : fmt::format("the {} generated hash_ids would run past the largest id 2^64-1 (next free id {})",
+                                                  n_ids, next_id));
+    }
+    // each id takes at least one digit and a separator
+    size_t len = head.size() + 2;
+    if (n_ids <= k_max_line_bytes) {
+        for (uint64_t k = 0; k < n_ids && len <= k_max_line_bytes; ++k) len += n_digits(gen ? next_id + k : r.hash_ids[k]) + (k > 0);
+    } else {
+        len = k_max_line_bytes + 1;
+    }
+    if (len > k_max_line_bytes) {
+        throw input_error(path, r.line, std::to_string(r.n_prompt),
+                          fmt::format("input_length {} makes {} hash_ids at --block-tokens {}: the Mooncake line would be over "
+                                      "the readers' {} MiB line limit",
+                                      r.n_prompt, n_ids, block_tokens, k_max_line_bytes >> 20));
+    }
+    std::string line = std::move(head);
+    line.reserve(len + 1);
+    for (uint64_t k = 0; k < n_ids; ++k) {
+        if (k > 0) line += ',';
+        line += std::to_string(gen ? next_id + k : r.hash_ids[k]);
+    }
+    line += "]}\n";
+    if (gen && n_ids > 0) {
+        if (next_id + (n_ids - 1) == std::numeric_limits<uint64_t>::max()) exhausted = true;
+        next_id += n_ids;   // wraps to 0 only together with `exhausted`
+    }
+    return line;
 }
 }  // namespace
 
@@ -46,38 +121,45 @@ void write_request_trace(std::ostream & out, const request_trace & t, request_fo
         warn << fmt::format("warning: {} has Mooncake hash_ids (shared prompt prefixes); the {} format cannot hold them, they are dropped\n",
                             t.path, request_format_name(to));
     }
+    // Built whole before anything reaches `out`: a request the target format cannot hold is an
+    // input_error with no partial output (even when `out` is a device written in place).
+    std::string buf;
     switch (to) {
         case request_format::azure:
-            out << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
-            for (const auto & r : t.requests) out << fmt::format("{},{},{}\n", azure_timestamp(r.arrival_s), r.n_prompt, r.n_gen);
+            buf += "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+            for (const auto & r : t.requests) buf += fmt::format("{},{},{}\n", azure_timestamp(r, t.path), r.n_prompt, r.n_gen);
             break;
         case request_format::burstgpt:
-            out << "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
+            buf += "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
             for (const auto & r : t.requests) {
-                out << fmt::format("{},unknown,{},{},{},Conversation log\n", r.arrival_s, r.n_prompt, r.n_gen, (int64_t) r.n_prompt + r.n_gen);
+                const int64_t total = (int64_t) r.n_prompt + r.n_gen;
+                if (total > std::numeric_limits<int32_t>::max()) {
+                    throw input_error(t.path, r.line, std::to_string(total),
+                                      fmt::format("total tokens {} + {} = {} do not fit BurstGPT's 32-bit Total tokens", r.n_prompt,
+                                                  r.n_gen, total));
+                }
+                buf += fmt::format("{},unknown,{},{},{},Conversation log\n", r.arrival_s, r.n_prompt, r.n_gen, total);
             }
             break;
         case request_format::mooncake: {
+            // generated ids start after the largest id in the trace (2^64-1 present: none can be generated)
             uint64_t next_id = 0;
+            bool full = false;
             for (const auto & r : t.requests) {
-                for (uint64_t id : r.hash_ids) next_id = std::max(next_id, id + 1);
+                for (uint64_t id : r.hash_ids) {
+                    if (id == std::numeric_limits<uint64_t>::max()) full = true;
+                    next_id = std::max(next_id, id + 1);
+                }
             }
             if (!has_hash) {
                 warn << fmt::format("note: {} has no hash_ids; every request gets its own {}-token block ids (no shared prefixes)\n",
                                     t.path, block_tokens);
             }
-            for (const auto & r : t.requests) {
-                nlohmann::json ids = r.hash_ids;
-                if (r.hash_ids.empty()) {
-                    for (int32_t b = 0; b < (r.n_prompt + block_tokens - 1) / block_tokens; ++b) ids.push_back(next_id++);
-                }
-                const double ms = r.arrival_s * 1000.0;
-                out << "{\"timestamp\": " << (ms == std::floor(ms) && ms < 9e15 ? nlohmann::json((int64_t) ms) : nlohmann::json(ms)).dump()
-                    << ", \"input_length\": " << r.n_prompt << ", \"output_length\": " << r.n_gen << ", \"hash_ids\": " << ids.dump() << "}\n";
-            }
+            for (const auto & r : t.requests) buf += mooncake_line(r, t.path, block_tokens, next_id, full);
             break;
         }
     }
+    out << buf;
 }
 
 size_t convert_trace(const std::string & in, const std::string & out, const std::string & to, const std::string & from,

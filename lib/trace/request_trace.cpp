@@ -4,6 +4,10 @@
 #include "util/errors.h"
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <fmt/format.h>
+#include <optional>
+#include <vector>
 
 #include <array>
 #include <cmath>
@@ -154,11 +158,31 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
         request r;
         r.line = lines.line();
         nlohmann::json j;
+        // nlohmann keeps the last of two equal keys: `"input_length":10,"input_length":5000` would
+        // silently read 5000. The parser callback sees every key; a repeat in one object is refused.
+        std::vector<std::vector<std::string>> keys;   // keys of each open object
+        std::optional<std::string> dup;
+        auto cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json & v) {
+            using pe = nlohmann::json::parse_event_t;
+            if (ev == pe::object_start) keys.emplace_back();
+            if (ev == pe::object_end && !keys.empty()) keys.pop_back();
+            if (ev == pe::key && !keys.empty() && v.is_string()) {
+                const std::string k = v.get<std::string>();
+                auto & ks = keys.back();
+                if (std::find(ks.begin(), ks.end(), k) != ks.end()) {
+                    if (!dup) dup = k;
+                } else {
+                    ks.push_back(k);
+                }
+            }
+            return true;
+        };
         try {
-            j = nlohmann::json::parse(*raw);
+            j = nlohmann::json::parse(*raw, cb);
         } catch (const nlohmann::json::exception & e) {   // parse_error, or out_of_range for 1e400
             throw input_error(file, r.line, excerpt(*raw), std::string("bad JSON: ") + e.what());
         }
+        if (dup) throw input_error(file, r.line, *dup, "duplicate JSON key");
         if (!j.is_object()) throw input_error(file, r.line, excerpt(*raw), "line is not a JSON object");
         const auto & ts = json_key(j, "timestamp", file, r.line);
         if (!ts.is_number()) throw input_error(file, r.line, excerpt(ts.dump()), "timestamp is not a number");
@@ -168,6 +192,12 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
         check_counts(r, file, "input_length", "output_length");
         const auto & ids = json_key(j, "hash_ids", file, r.line);
         if (!ids.is_array()) throw input_error(file, r.line, excerpt(ids.dump()), "hash_ids is not an array");
+        // every block holds at least one prompt token, whatever the block size: more ids than
+        // tokens cannot describe the prompt (and gave negative block lengths in the prefix reuse)
+        if (ids.size() > (size_t) r.n_prompt) {
+            throw input_error(file, r.line, std::to_string(ids.size()),
+                              fmt::format("{} hash_ids for input_length {}: more blocks than prompt tokens", ids.size(), r.n_prompt));
+        }
         r.hash_ids.reserve(ids.size());
         for (const auto & id : ids) {
             if (!id.is_number_unsigned()) throw input_error(file, r.line, excerpt(id.dump()), "hash_ids element is not a non-negative integer");

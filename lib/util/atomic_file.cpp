@@ -141,10 +141,16 @@ void atomic_file::fail(int err) {
     throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(err));
 }
 
-void atomic_file::commit() {
+void atomic_file::finish() {
+    if (finished_) return;
     out_.flush();
     const int err = buf_->finish();
     if (err != 0) fail(err);
+    finished_ = true;
+}
+
+void atomic_file::commit() {
+    finish();
     if (!tmp_.empty() && std::rename(tmp_.c_str(), target_.c_str()) != 0) fail(errno);
     committed_ = true;
 }

@@ -36,6 +36,9 @@ public:
     // Flush, close and rename onto the final path; throws std::runtime_error naming the path and
     // the first write error (e.g. "No space left on device") on I/O failure.
     void commit();
+    // The first half of commit(): flush and close, throwing like commit() on a write error, but
+    // no rename yet. Lets several files be checked before any of them is renamed into place.
+    void finish();
 
 private:
     [[noreturn]] void fail(int err);
@@ -46,6 +49,7 @@ private:
     std::unique_ptr<detail::fd_streambuf> buf_;
     std::ostream out_;
     bool committed_ = false;
+    bool finished_ = false;
 };
 
 }  // namespace kvsim

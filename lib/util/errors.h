@@ -9,7 +9,8 @@
 namespace kvsim {
 
 // A problem in a file the user handed us: names the file, the 1-based line (0 = whole file)
-// and the offending value. what() is the full human-readable message.
+// and the offending value. what() is the full human-readable message; control bytes in the value
+// are escaped there (value() keeps them raw).
 class input_error : public std::runtime_error {
 public:
     input_error(std::string file, long line, std::string value, const std::string & why)
@@ -23,7 +24,27 @@ private:
     static std::string format(const std::string & file, long line, const std::string & value, const std::string & why) {
         // fmt avoids a GCC 12 -Wrestrict false positive on chained std::string concatenation
         return fmt::format("{}{}: {}{}", file, line > 0 ? fmt::format(":{}", line) : std::string(), why,
-                           value.empty() ? std::string() : fmt::format(" (value '{}')", value));
+                           value.empty() ? std::string() : fmt::format(" (value '{}')", escape(value)));
+    }
+
+    // Control bytes in a value would garble the terminal or hide the problem (`'4\r'` printed
+    // raw moves the cursor): shown as \r, \n, \t, \0 or \xNN. Other bytes (UTF-8) pass through.
+    static std::string escape(const std::string & v) {
+        std::string out;
+        out.reserve(v.size());
+        for (const char ch : v) {
+            const unsigned char c = (unsigned char) ch;
+            switch (c) {
+                case '\r': out += "\\r"; break;
+                case '\n': out += "\\n"; break;
+                case '\t': out += "\\t"; break;
+                case '\0': out += "\\0"; break;
+                default:
+                    if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+                    else out += ch;
+            }
+        }
+        return out;
     }
 
     std::string file_;

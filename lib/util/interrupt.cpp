@@ -49,7 +49,7 @@ void install_interrupt_handler() {
     // the handler itself restores the default action for a second request (see on_interrupt);
     // no SA_RESTART so a blocking read returns EINTR and the caller gets to poll interrupted()
     sa.sa_flags = 0;
-    for (const int sig : {SIGINT, SIGTERM}) {
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
         if (sigaction(sig, &sa, nullptr) != 0) throw std::system_error(errno, std::generic_category(), "sigaction");
     }
 }
@@ -57,6 +57,13 @@ void install_interrupt_handler() {
 bool interrupted() { return g_signal.load(std::memory_order_relaxed) != 0; }
 
 int interrupt_signal() { return g_signal.load(std::memory_order_relaxed); }
+
+void ignore_sigpipe() {
+    struct sigaction sa = {};
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGPIPE, &sa, nullptr) != 0) throw std::system_error(errno, std::generic_category(), "sigaction");
+}
 
 void reset_interrupt() { g_signal.store(0, std::memory_order_relaxed); }
 
