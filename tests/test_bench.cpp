@@ -31,10 +31,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The message of the E thrown by f, or "(no error)".
+template <class E = input_error>
 std::string error_of(const std::function<void()> & f) {
     try {
         f();
-    } catch (const input_error & e) {
+    } catch (const E & e) {
         return e.what();
     }
     return "(no error)";
@@ -376,15 +378,7 @@ TEST_CASE("bookkeeping micro-benchmark: counters add up, same seed same trace") 
 
 namespace {
 
-// The usage_error message of f, or "(no error)".
-std::string usage_error_of(const std::function<void()> & f) {
-    try {
-        f();
-    } catch (const usage_error & e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+std::string usage_error_of(const std::function<void()> & f) { return error_of<usage_error>(f); }
 
 // kvbench sweep with a tiny default workload plus ARGS, output into DIR.
 kvsim_test::cli_result tiny_sweep_cli(const std::string & args) {

@@ -10,7 +10,9 @@
 
 // fccp copies file names with strncpy into fixed buffers; GCC flags the (intended) truncation.
 #pragma GCC diagnostic push
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wstringop-truncation"
+#endif
 #include <libfccp/csv.h>
 #pragma GCC diagnostic pop
 
