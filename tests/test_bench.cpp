@@ -42,6 +42,12 @@ std::string error_of(const std::function<void()> & f) {
     return "(no error)";
 }
 
+// CHECK that msg contains part, showing msg when it does not.
+void has(const std::string & msg, const std::string & part) {
+    INFO(msg);
+    CHECK(msg.find(part) != std::string::npos);
+}
+
 sweep_config tiny_config() {
     sweep_config c;
     c.ctx = {256, 1024};
@@ -203,10 +209,6 @@ TEST_CASE("merge refuses empty shards, points outside the plan or the shard, dup
     const sweep_config c = tiny_config();   // 6 points
     const sweep_output a = fake_shard(c, {0, 2}), b = fake_shard(c, {1, 2});
     const std::vector<std::string> names = {"s0/kvbench.json", "s1/kvbench.json"};
-    auto has = [](const std::string & msg, const std::string & part) {
-        INFO(msg);
-        CHECK(msg.find(part) != std::string::npos);
-    };
     sweep_output x = b;
     x.results.clear();
     has(merge_error({a, x}, names), "s1/kvbench.json (shard 1/2) has no points; its share of the sweep is 3");
@@ -388,10 +390,6 @@ kvsim_test::cli_result tiny_sweep_cli(const std::string & args) {
 }  // namespace
 
 TEST_CASE("sweep grammar: values above the cap and overflowing range steps are refused, never wrapped") {
-    auto has = [](const std::string & msg, const std::string & part) {
-        INFO(msg);
-        CHECK(msg.find(part) != std::string::npos);
-    };
     has(error_of([] { parse_int_list("--ctx", "2305843009213693952"); }), "'2305843009213693952' is above the maximum 2147483647");
     has(error_of([] { parse_int_list("--ctx", "9223372036854775807"); }), "above the maximum 2147483647");
     has(error_of([] { parse_int_list("--ctx", "99999999999999999999"); }), "'99999999999999999999' is out of range");
@@ -556,10 +554,6 @@ TEST_CASE("kvbench sweep: SIGINT or SIGTERM stops a long point promptly and writ
 }
 
 TEST_CASE("sweep grammar: --shard range checks show the text typed") {
-    auto has = [](const std::string & msg, const std::string & part) {
-        INFO(msg);
-        CHECK(msg.find(part) != std::string::npos);
-    };
     has(error_of([] { parse_shard("0/4294967297"); }), "'4294967297' is above the maximum 1048576 (value '0/4294967297')");
     has(error_of([] { parse_shard("0/9223372036854775807"); }), "(value '0/9223372036854775807')");
     has(error_of([] { parse_shard("0/99999999999999999999"); }), "out of range");
@@ -576,10 +570,6 @@ TEST_CASE("merge refuses unknown statuses, negative or non-finite bandwidths and
     const sweep_config c = tiny_config();
     const sweep_output a = fake_shard(c, {0, 2}), b = fake_shard(c, {1, 2});
     const std::vector<std::string> names = {"s0/kvbench.json", "s1/kvbench.json"};
-    auto has = [](const std::string & msg, const std::string & part) {
-        INFO(msg);
-        CHECK(msg.find(part) != std::string::npos);
-    };
     sweep_output x = b;
     x.results[0].status = "weird";
     has(merge_error({a, x}, names), "s1/kvbench.json: point 1 has status 'weird'; expected 'ok' or 'skipped'");

@@ -13,6 +13,7 @@
 #include "cpu/cpu_backend.h"
 #include "kv_content.h"
 #include "quant.h"
+#include "kernel_test_util.h"
 #include "reference.h"
 #include "util/errors.h"
 
@@ -81,25 +82,10 @@ void run_fa(const fa_case & c, attn_backend & gpu, cpu_backend & cpu, uint32_t s
     const attn_rot rot = attn_rot_config(c.tk, c.tv, c.head_dim, c.head_dim, !c.rot);
     const int64_t kv_size = c.n_kv + 5, n_streams = c.stream0 + c.n_stream;
     dev_tensor k(c.tk, c.head_dim, c.n_head_kv, kv_size, n_streams), v(c.tv, c.head_dim, c.n_head_kv, kv_size, n_streams);
-    for (int64_t s = 0; s < n_streams; ++s) {
-        for (int64_t j = 0; j < kv_size; ++j) {
-            write_kv_cell(k.host, s, j, 0, kv_which::k, (llama_seq_id) s, (llama_pos) j, rot.n_k);
-            write_kv_cell(v.host, s, j, 0, kv_which::v, (llama_seq_id) s, (llama_pos) j, rot.n_v);
-        }
-    }
+    test::write_kv_cells(k.host, v.host, rot);
     k.upload();
     v.upload();
-    fa_desc d;
-    d.head_dim_k = d.head_dim_v = c.head_dim;
-    d.n_head_kv = c.n_head_kv;
-    d.n_head = c.n_head_kv * c.gqa;
-    d.n_kv = c.n_kv;
-    d.n_tps = c.n_tps;
-    d.n_stream = c.n_stream;
-    d.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt((float) c.head_dim);
-    d.softcap = c.softcap;
-    d.max_bias = c.max_bias;
-    d.rot = rot;
+    const fa_desc d = test::fa_desc_of(c, rot);
 
     std::vector<llama_pos> cell_pos((size_t) kv_size);
     std::vector<seq_set> cell_seq((size_t) kv_size);
@@ -280,31 +266,9 @@ TEST_CASE("CUDA flash attention rejects shapes it does not instantiate") {
 
 namespace {
 
-struct mask_stream_data {
-    std::vector<llama_pos> cell_pos;
-    std::vector<seq_set> cell_seq;
-    std::vector<llama_pos> tok_pos;
-    std::vector<llama_seq_id> tok_seq;
-    kq_mask_stream view() const { return {cell_pos.data(), cell_seq.data(), tok_pos.data(), tok_seq.data()}; }
-};
-
-mask_stream_data random_stream(std::mt19937 & rng, int64_t n_kv, int64_t n_tps) {
-    mask_stream_data s;
-    for (int64_t j = 0; j < n_kv; ++j) {
-        const bool empty = rng() % 5 == 0;
-        s.cell_pos.push_back(empty ? -1 : (llama_pos) (rng() % (3 * n_kv / 2 + 1)));
-        seq_set ss;
-        if (!empty) {
-            ss.set(rng() % 4);
-            if (rng() % 3 == 0) ss.set(200 + rng() % 56);  // high words of the seq set
-        }
-        s.cell_seq.push_back(ss);
-    }
-    for (int64_t i = 0; i < n_tps; ++i) {
-        s.tok_pos.push_back((llama_pos) (rng() % (3 * n_kv / 2 + 8)));
-        s.tok_seq.push_back((llama_seq_id) (rng() % 5 == 0 ? 200 + rng() % 56 : rng() % 4));
-    }
-    return s;
+// cells and tokens also use seq ids 200..255, the seq set's high words
+test::mask_stream_data random_stream(std::mt19937 & rng, int64_t n_kv, int64_t n_tps) {
+    return test::random_stream(rng, n_kv, n_tps, true);
 }
 
 }  // namespace
@@ -326,7 +290,7 @@ TEST_CASE("CUDA KQ mask build and incremental update are bit-exact with the CPU 
                 d.n_swa = sw == swa_type::none ? 0 : 16 + rng() % 100;
                 d.alibi = alibi;
                 d.causal = rng() % 4 != 0;
-                std::vector<mask_stream_data> sd;
+                std::vector<test::mask_stream_data> sd;
                 std::vector<kq_mask_stream> views(2);
                 for (int s = 0; s < 2; ++s) sd.push_back(random_stream(rng, d.n_kv, d.n_tps));
                 for (int s = 0; s < 2; ++s) views[s] = sd[s].view();

@@ -10,6 +10,7 @@
 #include "cpu/fa_group.h"
 #include "fp16.h"
 #include "kv_content.h"
+#include "kernel_test_util.h"
 #include "reference.h"
 
 using namespace kvsim;
@@ -45,23 +46,8 @@ void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
     v.data = vb.data();
     std::vector<llama_pos> cell_pos((size_t) kv_size);
     std::vector<seq_set> cell_seq((size_t) kv_size);
-    for (int64_t s = 0; s < k.n_stream; ++s) {
-        for (int64_t j = 0; j < kv_size; ++j) {
-            write_kv_cell(k, s, j, 0, kv_which::k, (llama_seq_id) s, (llama_pos) j, rot.n_k);
-            write_kv_cell(v, s, j, 0, kv_which::v, (llama_seq_id) s, (llama_pos) j, rot.n_v);
-        }
-    }
-    fa_desc d;
-    d.head_dim_k = d.head_dim_v = c.head_dim;
-    d.n_head_kv = c.n_head_kv;
-    d.n_head = c.n_head_kv * c.gqa;
-    d.n_kv = c.n_kv;
-    d.n_tps = c.n_tps;
-    d.n_stream = c.n_stream;
-    d.scale = c.scale != 0.0f ? c.scale : 1.0f / std::sqrt((float) c.head_dim);
-    d.softcap = c.softcap;
-    d.max_bias = c.max_bias;
-    d.rot = rot;
+    test::write_kv_cells(k, v, rot);
+    const fa_desc d = test::fa_desc_of(c, rot);
 
     // mask: each stream's cells hold positions 0..n_kv-1 of seq 0, holes empty; tokens at the end
     std::vector<kq_mask_stream> views;

@@ -8,40 +8,15 @@
 
 #include "cpu/cpu_backend.h"
 #include "fp16.h"
+#include "kernel_test_util.h"
 #include "reference.h"
 
 using namespace kvsim;
 
 namespace {
 
-struct stream_data {
-    std::vector<llama_pos> cell_pos;
-    std::vector<seq_set> cell_seq;
-    std::vector<llama_pos> tok_pos;
-    std::vector<llama_seq_id> tok_seq;
-    kq_mask_stream view() const { return {cell_pos.data(), cell_seq.data(), tok_pos.data(), tok_seq.data()}; }
-};
-
-// Cells with holes (~20 % empty), positions in [0, 3*n_kv/2), 1-3 of 4 seqs per cell; tokens at positions that
-// straddle the cached ones.
-stream_data random_stream(std::mt19937 & rng, int64_t n_kv, int64_t n_tps) {
-    stream_data s;
-    for (int64_t j = 0; j < n_kv; ++j) {
-        const bool empty = rng() % 5 == 0;
-        s.cell_pos.push_back(empty ? -1 : (llama_pos) (rng() % (3 * n_kv / 2 + 1)));
-        seq_set ss;
-        if (!empty) {
-            ss.set(rng() % 4);
-            if (rng() % 3 == 0) ss.set(rng() % 4);
-        }
-        s.cell_seq.push_back(ss);
-    }
-    for (int64_t i = 0; i < n_tps; ++i) {
-        s.tok_pos.push_back((llama_pos) (rng() % (3 * n_kv / 2 + 8)));
-        s.tok_seq.push_back((llama_seq_id) (rng() % 4));
-    }
-    return s;
-}
+using test::random_stream;
+using stream_data = test::mask_stream_data;
 
 size_t elem_bytes(ggml_type t) { return t == ggml_type::f16 ? 2 : 4; }
 

@@ -1,5 +1,9 @@
 #include "fuzz_input.h"
 
+#include <sstream>
+
+#include "util/errors.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <sys/mman.h>
@@ -24,6 +28,15 @@ mem_file::~mem_file() { close(fd_); }
 void fail(const std::string & what) {
     std::fprintf(stderr, "kvsim fuzz finding: %s\n", what.c_str());
     std::abort();
+}
+
+std::optional<op_trace> parse_ops(const uint8_t * data, size_t size) {
+    std::istringstream in(std::string(reinterpret_cast<const char *>(data), size));
+    try {
+        return parse_op_trace(in, "fuzz.csv");
+    } catch (const input_error &) {
+        return std::nullopt;
+    }
 }
 
 }  // namespace kvsim::fuzz

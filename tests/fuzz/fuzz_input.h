@@ -3,7 +3,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "trace/op_trace.h"
 
 namespace kvsim::fuzz {
 
@@ -27,5 +30,8 @@ private:
 // Aborts with `what` on stderr: how a harness reports a broken invariant, so that libFuzzer
 // saves the input as a crash artifact.
 [[noreturn]] void fail(const std::string & what);
+
+// The fuzz input parsed as a native op trace, or nothing when parse_op_trace refuses it (input_error).
+std::optional<op_trace> parse_ops(const uint8_t * data, size_t size);
 
 }  // namespace kvsim::fuzz

@@ -52,13 +52,9 @@ void replay_once(const kvsim::op_trace & t, const replay_config & c) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     using namespace kvsim;
-    std::istringstream in(std::string(reinterpret_cast<const char *>(data), size));
-    op_trace t;
-    try {
-        t = parse_op_trace(in, "fuzz.csv");
-    } catch (const input_error &) {
-        return 0;
-    }
+    const std::optional<op_trace> parsed = fuzz::parse_ops(data, size);
+    if (!parsed) return 0;
+    const op_trace & t = *parsed;
     for (const auto & c : k_configs) replay_once(t, c);
     return 0;
 }

@@ -19,13 +19,9 @@ std::string written(const kvsim::op_trace & t) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     using namespace kvsim;
-    std::istringstream in(std::string(reinterpret_cast<const char *>(data), size));
-    op_trace t;
-    try {
-        t = parse_op_trace(in, "fuzz.csv");
-    } catch (const input_error &) {
-        return 0;
-    }
+    const std::optional<op_trace> parsed = fuzz::parse_ops(data, size);
+    if (!parsed) return 0;
+    const op_trace & t = *parsed;
     if (t.groups.empty()) fuzz::fail("parse_op_trace accepted a trace without groups");
     const std::string once = written(t);
     std::istringstream again(once);
