@@ -87,34 +87,9 @@ void run_fa(const fa_case & c, attn_backend & gpu, cpu_backend & cpu, uint32_t s
     v.upload();
     const fa_desc d = test::fa_desc_of(c, rot);
 
-    std::vector<llama_pos> cell_pos((size_t) kv_size);
-    std::vector<seq_set> cell_seq((size_t) kv_size);
-    for (int64_t j = 0; j < kv_size; ++j) {
-        const bool hole = c.hole_every && j % c.hole_every == 3;
-        cell_pos[(size_t) j] = hole ? -1 : (llama_pos) j;
-        if (!hole) cell_seq[(size_t) j].set(0);
-    }
-    std::vector<std::vector<llama_pos>> tp((size_t) c.n_stream);
-    std::vector<std::vector<llama_seq_id>> ts((size_t) c.n_stream);
-    std::vector<kq_mask_stream> views;
-    for (int64_t s = 0; s < c.n_stream; ++s) {
-        for (int64_t t = 0; t < c.n_tps; ++t) {
-            tp[(size_t) s].push_back((llama_pos) (c.n_kv - c.n_tps + t));
-            ts[(size_t) s].push_back(c.mask_all && t == 0 ? 1 : 0);
-        }
-    }
-    for (int64_t s = 0; s < c.n_stream; ++s) views.push_back({cell_pos.data(), cell_seq.data(), tp[(size_t) s].data(), ts[(size_t) s].data()});
-    kq_mask_desc md;
-    md.n_kv = c.n_kv;
-    md.n_tps = c.n_tps;
-    md.n_stream = c.n_stream;
-    md.n_swa = c.n_swa;
-    md.swa = c.n_swa ? swa_type::standard : swa_type::none;
-    md.alibi = c.max_bias > 0.0f;
-    md.type = c.mask_f32 ? ggml_type::f32 : ggml_type::f16;
-    const size_t n_mask = (size_t) (c.n_kv * c.n_tps * c.n_stream);
-    std::vector<float> mask(n_mask);  // f16 masks use the first half
-    cpu.build_kq_mask(md, views.data(), mask.data());
+    const test::case_mask cm = test::build_case_mask(c, kv_size, cpu);
+    const std::vector<float> & mask = cm.data;
+    const kq_mask_desc & md = cm.desc;
     cuda_buffer dmask = to_device(mask);
 
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);

@@ -44,37 +44,12 @@ void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
     std::vector<char> kb(k.total_bytes()), vb(v.total_bytes());
     k.data = kb.data();
     v.data = vb.data();
-    std::vector<llama_pos> cell_pos((size_t) kv_size);
-    std::vector<seq_set> cell_seq((size_t) kv_size);
     test::write_kv_cells(k, v, rot);
     const fa_desc d = test::fa_desc_of(c, rot);
 
-    // mask: each stream's cells hold positions 0..n_kv-1 of seq 0, holes empty; tokens at the end
-    std::vector<kq_mask_stream> views;
-    std::vector<std::vector<llama_pos>> tp((size_t) c.n_stream);
-    std::vector<std::vector<llama_seq_id>> ts((size_t) c.n_stream);
-    for (int64_t j = 0; j < kv_size; ++j) {
-        const bool hole = c.hole_every && j % c.hole_every == 3;
-        cell_pos[(size_t) j] = hole ? -1 : (llama_pos) j;
-        if (!hole) cell_seq[(size_t) j].set(0);
-    }
-    for (int64_t s = 0; s < c.n_stream; ++s) {
-        for (int64_t t = 0; t < c.n_tps; ++t) {
-            tp[(size_t) s].push_back((llama_pos) (c.n_kv - c.n_tps + t));
-            ts[(size_t) s].push_back(c.mask_all && t == 0 ? 1 : 0);  // seq 1 owns no cell: fully masked row
-        }
-        views.push_back({cell_pos.data(), cell_seq.data(), tp[(size_t) s].data(), ts[(size_t) s].data()});
-    }
-    kq_mask_desc md;
-    md.n_kv = c.n_kv;
-    md.n_tps = c.n_tps;
-    md.n_stream = c.n_stream;
-    md.n_swa = c.n_swa;
-    md.swa = c.n_swa ? swa_type::standard : swa_type::none;
-    md.alibi = c.max_bias > 0.0f;
-    md.type = c.mask_f32 ? ggml_type::f32 : ggml_type::f16;
-    std::vector<float> mask((size_t) (c.n_kv * c.n_tps * c.n_stream));  // f16 masks use the first half
-    be.build_kq_mask(md, views.data(), mask.data());
+    const test::case_mask cm = test::build_case_mask(c, kv_size, be);
+    const std::vector<float> & mask = cm.data;
+    const kq_mask_desc & md = cm.desc;
 
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<float> q((size_t) (c.head_dim * d.n_head * c.n_tps * c.n_stream));
