@@ -17,12 +17,30 @@ namespace {
 
 constexpr int64_t T = cpu_backend::fa_tile;
 
-// Mask value of cell j for token t of stream s, before the ALiBi slope.
-inline float mask_at(const fa_desc & d, const fa_args & a, int64_t s, int64_t t, int64_t j) {
-    if (!a.mask) return 0.0f;
-    const size_t idx = (size_t) ((s * d.n_tps + t) * d.n_kv + j);
-    return a.mask_type == ggml_type::f16 ? fp16_to_fp32(static_cast<const fp16_t *>(a.mask)[idx])
-                                         : static_cast<const float *>(a.mask)[idx];
+// Mask values (before the ALiBi slope) of cells j0..j0+nt of every token of stream s into mv[t * T + j], and
+// live[j] = 1 where some token sees cell j. Returns false when no token sees any cell of the tile.
+bool mask_tile(const fa_desc & d, const fa_args & a, int64_t s, int64_t j0, int64_t nt, float * mv, char * live) {
+    std::fill(live, live + nt, 0);
+    bool any = false;
+    for (int64_t t = 0; t < d.n_tps; ++t) {
+        float * row = mv + t * T;
+        if (!a.mask) {
+            std::fill(row, row + nt, 0.0f);
+        } else {
+            const size_t idx = (size_t) ((s * d.n_tps + t) * d.n_kv + j0);
+            if (a.mask_type == ggml_type::f16) {
+                cpu::row_to_f32_fast(ggml_type::f16, static_cast<const fp16_t *>(a.mask) + idx, row, nt);
+            } else {
+                std::copy_n(static_cast<const float *>(a.mask) + idx, nt, row);
+            }
+        }
+        for (int64_t j = 0; j < nt; ++j) {
+            const bool seen = row[j] != -INFINITY;
+            live[j] |= (char) seen;
+            any |= seen;
+        }
+    }
+    return any;
 }
 
 // Convert cell `cell` of `stream` to f32 into the tile buffer laid out [n_head_kv][T][head_dim] (tile slot j):
@@ -69,28 +87,31 @@ void group_tile(const fa_desc & d, const fa_args & a, const float * qrot, int64_
         w.qp[(size_t) i] = qrot + ((s * d.n_tps + t) * d.n_head + hk * gqa + i % gqa) * d.head_dim_k;
         w.ap[(size_t) i] = part + (size_t) r * pstride + 2;
     }
-    const char * k0 = static_cast<const char *>(a.k.row(a.stream0 + s, j0)) + (size_t) hk * a.k.head_bytes();
-    const char * v0 = static_cast<const char *>(a.v.row(a.stream0 + s, j0)) + (size_t) hk * a.v.head_bytes();
+    const size_t k_row = a.k.row_bytes(), v_row = a.v.row_bytes();  // ggml_row_size is not free at this rate
+    const char * k_tile = static_cast<const char *>(a.k.row(a.stream0 + s, j0));
+    const char * v_tile = static_cast<const char *>(a.v.row(a.stream0 + s, j0));
+    const char * k0 = k_tile + (size_t) hk * a.k.head_bytes();
+    const char * v0 = v_tile + (size_t) hk * a.v.head_bytes();
     // the next tile's K and V are contiguous blocks: each KV head's turn prefetches its share of them in address
     // order (whole cells), spread over its inner loops, so the next tile is in L2 when it starts
     cpu::prefetch_stream pf;
     if (nt_next > 0) {
         const int64_t per = (nt_next + d.n_head_kv - 1) / d.n_head_kv;
         const int64_t r0 = std::min(nt_next, hk * per), n = std::min(nt_next, r0 + per) - r0;
-        pf.k = static_cast<const char *>(a.k.row(a.stream0 + s, j0 + T + r0));
-        pf.k_end = pf.k + (size_t) n * a.k.row_bytes();
-        pf.v = static_cast<const char *>(a.v.row(a.stream0 + s, j0 + T + r0));
-        pf.v_end = pf.v + (size_t) n * a.v.row_bytes();
+        pf.k = k_tile + (size_t) (T + r0) * k_row;
+        pf.k_end = pf.k + (size_t) n * k_row;
+        pf.v = v_tile + (size_t) (T + r0) * v_row;
+        pf.v_end = pf.v + (size_t) n * v_row;
         const int64_t lines = (int64_t) ((pf.k_end - pf.k) + (pf.v_end - pf.v)) / 64;
-        const int64_t steps = cpu::fa_group_steps(n_rows, nt, d.head_dim_v);
-        pf.per_step = (int) ((lines + steps - 1) / std::max<int64_t>(1, steps));
+        const int64_t steps = std::max<int64_t>(1, cpu::fa_group_steps(n_rows, nt, d.head_dim_k, d.head_dim_v));
+        pf.lines_per_step = (uint32_t) std::min<int64_t>(((lines << 16) + steps - 1) / steps, INT32_MAX);
     }
     float * sc = w.sc.data();
-    cpu::fa_group_qk(a.k.type, w.qp.data(), n_rows, k0, a.k.row_bytes(), nt, d.head_dim_k, sc, T, pf);
+    cpu::fa_group_qk(a.k.type, w.qp.data(), n_rows, k0, k_row, nt, d.head_dim_k, sc, T, pf);
     for (int64_t i = 0; i < n_rows; ++i) {
         softmax_row(d, w.rows[(size_t) i], sc + i * T, w.mv.data() + (i / gqa) * T, nt, w.ap[(size_t) i], w);
     }
-    cpu::fa_group_pv(a.v.type, w.ap.data(), sc, T, n_rows, v0, a.v.row_bytes(), nt, d.head_dim_v, w.live.data(), pf);
+    cpu::fa_group_pv(a.v.type, w.ap.data(), sc, T, n_rows, v0, v_row, nt, d.head_dim_v, w.live.data(), pf);
     pf.finish();
 }
 
@@ -125,17 +146,7 @@ void run_chunk(const fa_desc & d, const fa_args & a, const float * qrot, int64_t
 
     for (int64_t j0 = c0; j0 < c1; j0 += T) {
         const int64_t nt = std::min(T, c1 - j0);
-        bool any = false;
-        for (int64_t j = 0; j < nt; ++j) live[(size_t) j] = 0;
-        for (int64_t t = 0; t < d.n_tps; ++t) {
-            for (int64_t j = 0; j < nt; ++j) {
-                const float m = mask_at(d, a, s, t, j0 + j);
-                mv[(size_t) (t * T + j)] = m;
-                live[(size_t) j] |= m != -INFINITY;
-            }
-        }
-        for (int64_t j = 0; j < nt; ++j) any |= live[(size_t) j] != 0;
-        if (!any) continue;  // fully masked tile: neither K nor V is read
+        if (!mask_tile(d, a, s, j0, nt, mv.data(), live.data())) continue;  // fully masked: neither K nor V is read
 
         if (grouped) {
             const int64_t nt_next = std::min(T, c1 - j0 - T);  // <= 0 on the chunk's last tile

@@ -79,11 +79,12 @@ inline void store_scores(__m512 s, float * scores, int64_t ld, int64_t r0, int64
 
 // 4 query rows x 4 cells: acc[c*4 + r] accumulates q[r] . K_c, so reduce16 puts row r's four scores in lanes 4r..4r+3.
 template <ggml_type T>
-__m512 qk_4x4(const float * const * q, const char * const * k, int64_t dk) {
+__m512 qk_4x4(const float * const * q, const char * const * k, int64_t dk, prefetch_stream & pf) {
     __m512 acc[16];
     for (auto & a : acc) a = _mm512_setzero_ps();
     const float * q0p = q[0], * q1p = q[1], * q2p = q[2], * q3p = q[3];
     for (int64_t e = 0; e < dk; e += 16) {
+        pf.step();
         const __m512 q0 = _mm512_loadu_ps(q0p + e), q1 = _mm512_loadu_ps(q1p + e);
         const __m512 q2 = _mm512_loadu_ps(q2p + e), q3 = _mm512_loadu_ps(q3p + e);
         for (int c = 0; c < 4; ++c) {
@@ -108,8 +109,7 @@ void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride,
         for (int64_t j = 0; j < nt; j += 4) {
             const char * kb[4];
             for (int c = 0; c < 4; ++c) kb[c] = k0 + (size_t) std::min(j + c, nt - 1) * stride;
-            const __m512 s = qk_4x4<T>(qb, kb, dk);
-            pf.step();
+            const __m512 s = qk_4x4<T>(qb, kb, dk, pf);
             store_scores(s, scores, ld, r0, n_valid, j, nt);
         }
     }
@@ -216,10 +216,10 @@ void fa_group_pv(ggml_type, float * const *, const float *, int64_t, int64_t, co
 
 #endif
 
-int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_v) {
+int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v) {
     const int64_t row_blocks = (n_rows + 3) / 4;
     const int64_t e_blocks = head_dim_v / 64 + (head_dim_v % 64) / 16;
-    return row_blocks * ((nt + 3) / 4 + e_blocks * nt);
+    return row_blocks * ((nt + 3) / 4 * (head_dim_k / 16) + e_blocks * nt);
 }
 
 }  // namespace kvsim::cpu

@@ -12,18 +12,23 @@
 
 namespace kvsim::cpu {
 
-// Prefetch of the next tile's K and V bytes into L2, spread over the inner-loop iterations of the current one:
-// a burst of hundreds of prefetches fills the L2 miss queue and stalls the core, so that memory and compute
-// would alternate instead of overlapping. Each step() issues `per_step` 64-byte lines, K first, then V.
+// Prefetch of the next tile's K and V bytes into L2, paced by the work of the current one: every step() stands
+// for the same amount of arithmetic (16 FMAs of 16 lanes: 4 rows x 4 cells x 16 elements of Q.K, 4 rows x 64
+// elements of one cell of P.V) and issues lines_per_step 64-byte lines,
+// K first, then V. A burst of prefetches fills the core's line fill buffers and stalls it, and prefetches paced by
+// loop iterations of unequal length (a Q.K step is 8x a P.V step) come in bursts, so the pacing carries a
+// fractional credit (16.16 fixed point).
 struct prefetch_stream {
     const char * k = nullptr;
     const char * k_end = nullptr;
     const char * v = nullptr;
     const char * v_end = nullptr;
-    int per_step = 0;
+    uint32_t lines_per_step = 0;  // 16.16 fixed point
+    uint32_t credit = 0;
 
     void step() {
-        for (int i = 0; i < per_step; ++i) {
+        credit += lines_per_step;
+        for (; credit >= (1u << 16); credit -= 1u << 16) {
             if (k < k_end) {
                 __builtin_prefetch(k, 0, 2);
                 k += 64;
@@ -31,14 +36,16 @@ struct prefetch_stream {
                 __builtin_prefetch(v, 0, 2);
                 v += 64;
             } else {
+                credit = 0;
                 return;
             }
         }
     }
-    // Issue whatever is left (the loops ran fewer iterations than planned).
+    // Issue whatever is left (the loops ran fewer steps than planned).
     void finish() {
-        per_step = 1 << 30;
-        step();
+        credit = 0;
+        for (; k < k_end; k += 64) __builtin_prefetch(k, 0, 2);
+        for (; v < v_end; v += 64) __builtin_prefetch(v, 0, 2);
     }
 };
 
@@ -56,7 +63,8 @@ void fa_group_qk(ggml_type tk, const float * const * q, int64_t n_rows, const ch
 void fa_group_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
                  size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf);
 
-// Inner-loop iterations of fa_group_qk + fa_group_pv for these sizes (each calls pf.step() once per iteration).
-int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_v);
+// Prefetch steps of fa_group_qk + fa_group_pv for these sizes: one per 16 elements of 4 query rows x 4 cells in
+// Q.K, one per cell and 64 elements (16 elements) of 4 rows in P.V.
+int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v);
 
 }  // namespace kvsim::cpu
