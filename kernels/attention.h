@@ -121,6 +121,12 @@ public:
     // h / (n_head/n_head_kv). Rows with every cell masked give zeros. Throws std::invalid_argument on shape/type
     // mismatch (types f32/f16/q8_0/q4_0, head dims multiple of 32, max_bias > 0 without mask).
     virtual void flash_attn(const fa_desc & d, const fa_plan & plan, const fa_args & a) = 0;
+    // Type Q is rounded through before its dot products with a K of type type_k (ggml: the K type's
+    // vec_dot_type); f32 = not rounded. Pass it to ref_flash_attn to compare like with like.
+    virtual ggml_type fa_q_dot_type(ggml_type type_k) const {
+        (void) type_k;
+        return ggml_type::f32;
+    }
 
     // Rotate the first rope.n_rot dims of every head of every cell of k in place by RoPE at position shift[i]
     // (shift: [kv_size * n_stream], cell i of stream s at s*kv_size + i). Quantized K: dequantize, undo H_k,

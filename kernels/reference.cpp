@@ -59,8 +59,10 @@ void ref_build_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, v
     }
 }
 
-void ref_flash_attn(const fa_desc & d, const fa_args & a) {
+void ref_flash_attn(const fa_desc & d, const fa_args & a, ggml_type q_dot) {
     check_fa(d, a);
+    if (q_dot != ggml_type::f32 && q_dot != ggml_type::q8_0) throw std::invalid_argument("ref_flash_attn: q_dot must be f32 or q8_0");
+    std::vector<block_q8_0> qq((size_t) (d.head_dim_k / QK8_0));
     const int64_t gqa = d.n_head / d.n_head_kv;
     std::vector<float> q((size_t) d.head_dim_k), kr((size_t) d.head_dim_k), vr((size_t) d.head_dim_v), o((size_t) d.head_dim_v);
     std::vector<double> sc((size_t) d.n_kv), acc((size_t) d.head_dim_v);
@@ -73,6 +75,10 @@ void ref_flash_attn(const fa_desc & d, const fa_args & a) {
                 const float * qs = a.q + ((s * d.n_tps + t) * d.n_head + h) * d.head_dim_k;
                 std::copy(qs, qs + d.head_dim_k, q.begin());
                 if (d.rot.k()) dense_rotate(q.data(), d.head_dim_k, d.rot.n_k);
+                if (q_dot == ggml_type::q8_0) {
+                    quantize_row_q8_0(q.data(), qq.data(), d.head_dim_k);
+                    dequantize_row_q8_0(qq.data(), q.data(), d.head_dim_k);
+                }
                 const double slope = alibi_slope(h, d.n_head, d.max_bias);
                 double mx = -INFINITY;
                 for (int64_t j = 0; j < d.n_kv; ++j) {

@@ -103,6 +103,7 @@ void run_fa(const fa_case & c, attn_backend & gpu, cpu_backend & cpu, uint32_t s
     fa_args a{q.data(), k.host, v.host, c.stream0, mask.data(), md.type, out_ref.data()};
     ref_flash_attn(d, a);
     a.out = out_cpu.data();
+    cpu.set_fa_quantize_q(false);  // like the CUDA kernel: Q stays f32 for every K type
     cpu.flash_attn(d, cpu.plan_flash_attn(d), a);
     fa_args ga{static_cast<const float *>(dq.data()), k.dev, v.dev, c.stream0, dmask.data(), md.type,
                static_cast<float *>(dout.data())};

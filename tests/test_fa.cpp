@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/fa_amx.h"
 #include "cpu/fa_group.h"
 #include "fp16.h"
 #include "kv_content.h"
@@ -29,6 +30,8 @@ struct fa_case {
     bool mask_f32 = false;   // f32 mask (flash attention off in llama.cpp) instead of f16
     int64_t stream0 = 0;     // first stream of the call inside a cache of stream0 + n_stream streams
     bool grouped = true;     // cpu_backend::set_fa_grouped
+    bool amx = true;         // cpu_backend::set_fa_amx (q8_0 K on AMX where the CPU has it)
+    bool quantize_q = true;  // cpu_backend::set_fa_quantize_q
 };
 
 // Tolerance on the max abs output error (|V| < 1): float accumulation vs double.
@@ -37,6 +40,8 @@ double tolerance(const fa_case & c) { return c.tk == ggml_type::f32 && c.tv == g
 void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
     std::mt19937 rng(seed);
     be.set_fa_grouped(c.grouped);
+    be.set_fa_amx(c.amx);
+    be.set_fa_quantize_q(c.quantize_q);
     const attn_rot rot = attn_rot_config(c.tk, c.tv, c.head_dim, c.head_dim, !c.rot);
     const int64_t kv_size = c.n_kv + 5;
     kv_tensor k{nullptr, c.tk, c.head_dim, c.n_head_kv, kv_size, c.stream0 + c.n_stream};
@@ -58,7 +63,7 @@ void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
     std::vector<float> out_ref(n_out), out(n_out, NAN);
     fa_args a{q.data(), k, v, c.stream0, mask.data(), md.type, nullptr};
     a.out = out_ref.data();
-    ref_flash_attn(d, a);
+    ref_flash_attn(d, a, be.fa_q_dot_type(c.tk));
     a.out = out.data();
     be.flash_attn(d, be.plan_flash_attn(d), a);
     double err = 0.0;
@@ -80,13 +85,16 @@ void run_case(const fa_case & c, cpu_backend & be, uint32_t seed) {
 
 TEST_CASE("flash attention matches the reference for every KV type, head dim and GQA ratio") {
     cpu_backend be(2);
-    // both inner loops: K/V read in place per KV head (AVX-512 builds) and the portable tile copy
-    // both inner loops: K/V read in place per KV head (AVX-512 builds) and the portable tile copy
-    bool grouped = true;
-    SUBCASE("K/V read in place per KV head") { grouped = true; }
+    // every inner loop: K/V read in place per KV head (AVX-512 builds) with Q.K of a q8_0 K on AMX (where the CPU
+    // has it) or on FMAs, the portable tile copy, and Q kept in f32 instead of rounded through q8_0
+    bool grouped = true, amx = true, quantize_q = true;
+    SUBCASE("K/V read in place per KV head, AMX Q.K") {}
+    SUBCASE("K/V read in place per KV head, FMA Q.K") { amx = false; }
     SUBCASE("tiles converted to f32") { grouped = false; }
-    INFO("grouped " << grouped << " (supported here: " << cpu::fa_group_supported(ggml_type::f16, ggml_type::f16, 128, 128)
-                    << ")");
+    SUBCASE("Q kept in f32") { quantize_q = false; }
+    INFO("grouped " << grouped << " amx " << amx << " quantize_q " << quantize_q << " (supported here: grouped "
+                    << cpu::fa_group_supported(ggml_type::f16, ggml_type::f16, 128, 128) << ", AMX "
+                    << cpu::amx_int8_available() << ")");
     uint32_t seed = 1;
     for (ggml_type t : {ggml_type::f32, ggml_type::f16, ggml_type::q8_0, ggml_type::q4_0}) {
         for (int64_t hd : {64, 128, 256}) {
@@ -98,6 +106,8 @@ TEST_CASE("flash attention matches the reference for every KV type, head dim and
                 c.n_kv = 1 + (int64_t) (seed * 97 % 700);
                 c.rot = ggml_is_quantized(t) && seed % 2 == 0;
                 c.grouped = grouped;
+                c.amx = amx;
+                c.quantize_q = quantize_q;
                 run_case(c, be, seed++);
             }
         }
@@ -160,6 +170,55 @@ TEST_CASE("SWA borders, fully masked rows, softcap and ALiBi") {
     c.max_bias = 8.0f;
     c.gqa = 3;  // n_head 6: slopes use n_head_log2 = 4 and the m1 branch
     run_case(c, be, 8);
+}
+
+// Q.K of a q8_0 K takes Q rounded through q8_0 (ggml's vec_dot_type); the AMX tiles and the FMA loops must then
+// agree to float summation order, and the rounding must be visible against an f32 Q (else the test proves nothing).
+TEST_CASE("q8_0 K: AMX and FMA Q.K agree on the quantized Q, which differs from an f32 Q") {
+    if (!cpu::amx_int8_available()) MESSAGE("AMX-INT8 not available here: both runs take the FMA loops");
+    cpu_backend be(2);
+    for (int64_t n_kv : {15, 16, 47, 300, 2049}) {
+        for (int64_t hd : {64, 128, 256}) {
+            fa_case c;
+            c.tk = c.tv = ggml_type::q8_0;
+            c.head_dim = hd;
+            c.n_kv = n_kv;
+            c.gqa = n_kv % 2 ? 4 : 6;  // 6: a partial 4-row block
+            c.rot = n_kv % 3 == 0;
+            const attn_rot rot = attn_rot_config(c.tk, c.tv, c.head_dim, c.head_dim, !c.rot);
+            kv_tensor k{nullptr, c.tk, c.head_dim, c.n_head_kv, c.n_kv, 1}, v{nullptr, c.tv, c.head_dim, c.n_head_kv, c.n_kv, 1};
+            std::vector<char> kb(k.total_bytes()), vb(v.total_bytes());
+            k.data = kb.data();
+            v.data = vb.data();
+            test::write_kv_cells(k, v, rot);
+            const fa_desc d = test::fa_desc_of(c, rot);
+            std::mt19937 rng((uint32_t) (n_kv * hd));
+            std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+            std::vector<float> q((size_t) (hd * d.n_head));
+            for (auto & x : q) x = u(rng);
+            std::vector<float> o_amx(q.size()), o_fma(q.size()), r_q8(q.size()), r_f32(q.size());
+            fa_args a{q.data(), k, v, 0, nullptr, ggml_type::f16, o_amx.data()};
+            be.set_fa_amx(true);
+            be.flash_attn(d, be.plan_flash_attn(d), a);
+            be.set_fa_amx(false);
+            a.out = o_fma.data();
+            be.flash_attn(d, be.plan_flash_attn(d), a);
+            a.out = r_q8.data();
+            ref_flash_attn(d, a, ggml_type::q8_0);
+            a.out = r_f32.data();
+            ref_flash_attn(d, a, ggml_type::f32);
+            double amx_fma = 0, amx_ref = 0, q8_f32 = 0;
+            for (size_t i = 0; i < q.size(); ++i) {
+                amx_fma = std::max(amx_fma, (double) std::fabs(o_amx[i] - o_fma[i]));
+                amx_ref = std::max(amx_ref, (double) std::fabs(o_amx[i] - r_q8[i]));
+                q8_f32 = std::max(q8_f32, (double) std::fabs(r_q8[i] - r_f32[i]));
+            }
+            INFO("n_kv " << n_kv << " hd " << hd << " amx-fma " << amx_fma << " amx-ref " << amx_ref << " q8-f32 " << q8_f32);
+            CHECK(amx_fma <= 2e-6);
+            CHECK(amx_ref <= 1e-4);
+            CHECK(q8_f32 > 1e-5);
+        }
+    }
 }
 
 TEST_CASE("flash attention rejects bad shapes") {

@@ -167,7 +167,7 @@ std::shared_ptr<void> time_masks(attn_backend & be, const sweep_config & c, cons
 }
 
 void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & fd, const kv_tensor & k0,
-                const kv_tensor & v0, const std::vector<float> & q, const std::vector<float> & kernel_out,
+                const kv_tensor & v0, const std::vector<float> & q, ggml_type q_dot, const std::vector<float> & kernel_out,
                 thread_pool & pool, const std::atomic<bool> * stop, point_result & r) {
     const int64_t row = c.head_dim * c.n_head_kv;
     const size_t f32_bytes = (size_t) (p.ctx * p.batch * row) * 2 * sizeof(float);
@@ -193,6 +193,13 @@ void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & f
     // A rotated cache stores H.k: rotating Q by H_k and the output by H_v gives the unrotated attention (as build_attn).
     std::vector<float> qr = q;
     if (fd.rot.k()) fwht_blocks(qr.data(), (int64_t) qr.size(), fd.rot.n_k);
+    if (q_dot == ggml_type::q8_0) {  // the kernel's Q (attn_backend::fa_q_dot_type): compare like with like
+        std::vector<block_q8_0> blocks((size_t) (c.head_dim / QK8_0));
+        for (size_t r = 0; r < qr.size(); r += (size_t) c.head_dim) {
+            quantize_row_q8_0(qr.data() + r, blocks.data(), c.head_dim);
+            dequantize_row_q8_0(blocks.data(), qr.data() + r, c.head_dim);
+        }
+    }
     eigen_attn_shape es{c.head_dim, c.n_head, c.n_head_kv, p.ctx, p.batch, fd.scale};
     std::vector<float> out(q.size());
     std::vector<std::vector<float>> scratch;
@@ -204,7 +211,7 @@ void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & f
     r.err_vs_eigen = max_abs_diff(out, kernel_out);
 }
 
-void time_reference(const sweep_config & c, const bench_point & p, const fa_desc & fd, fa_args a,
+void time_reference(const sweep_config & c, const bench_point & p, const fa_desc & fd, fa_args a, ggml_type q_dot,
                     const std::vector<float> & kernel_out, const std::atomic<bool> * stop, point_result & r) {
     if (p.ctx * p.batch > c.ref_max_cells) return;
     std::vector<float> out(kernel_out.size());
@@ -214,7 +221,7 @@ void time_reference(const sweep_config & c, const bench_point & p, const fa_desc
     for (int i = 0; i < reps; ++i) {
         check_stop(stop);
         const auto t0 = std::chrono::steady_clock::now();
-        ref_flash_attn(fd, a);
+        ref_flash_attn(fd, a, q_dot);
         ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
     }
     r.ref = summarize(std::move(ns));
@@ -339,8 +346,8 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
     fetch(be, mask_host.data(), mask.get(), mask_host.size() * sizeof(uint16_t));
     fa_args h{q.data(), copy_view(k_all, p.batch, 0), copy_view(v_all, p.batch, 0), 0, mask_host.data(), ggml_type::f16,
               nullptr};
-    time_eigen(c, p, fd, h.k, h.v, q, out0, pool, stop, r);
-    time_reference(c, p, fd, h, out0, stop, r);
+    time_eigen(c, p, fd, h.k, h.v, q, be.fa_q_dot_type(p.type), out0, pool, stop, r);
+    time_reference(c, p, fd, h, be.fa_q_dot_type(p.type), out0, stop, r);
     time_kshift(be, c, p, k_dev, rot, r.copies, timer, r);  // last: it rewrites K
     return r;
 }

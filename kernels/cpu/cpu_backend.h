@@ -1,7 +1,8 @@
 // CPU backend of the attention interface (kernels/attention.h): std::thread pool, AVX-512/AVX2 with scalar
 // fallback. Tolerances against kernels/reference.h (max abs error of the attention output, |V| < 1 content):
 // f32 K/V 2e-5, any f16/q8_0/q4_0 K or V 1e-4 (the kernel dequantizes exactly like the reference, so quantization
-// itself adds no error; the gap is float vs double accumulation). Masks are bit-exact. K-shift: see
+// itself adds no error; the gap is float vs double accumulation), the reference given fa_q_dot_type (Q rounded
+// through q8_0 for a q8_0 K, as ggml's CPU kernel does). Masks are bit-exact. K-shift: see
 // kernels/rope.h and docs/kernels.md.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include "attention.h"
 #include "cpu/thread_pool.h"
+#include "quant.h"
 
 namespace kvsim {
 
@@ -21,6 +23,7 @@ struct fa_thread_scratch {
     std::vector<float> slope;       // ALiBi slope per query head
     std::vector<float> m, l;        // online-softmax running max and sum per query row
     std::vector<char> live;         // tile cell attended by at least one token
+    int64_t tile = 32;              // cells per tile of the current chunk
     std::vector<const float *> qp;  // grouped path: query row pointers of one KV head's group
     std::vector<float *> ap;        // grouped path: their accumulators
     std::vector<int64_t> rows;      // grouped path: their query row index (t * n_head + h)
@@ -39,17 +42,35 @@ public:
     void flash_attn(const fa_desc & d, const fa_plan & plan, const fa_args & a) override;
     kshift_report k_shift(const kshift_desc & d, const kv_tensor & k, const int32_t * shift) override;
 
-    // Tile of cells of the flash-attention inner loop (split-KV chunks are multiples of it).
-    static constexpr int64_t fa_tile = 32;
+    // Largest tile of cells of the flash-attention inner loop (32, 64 or 128 by K/V row size); split-KV chunks
+    // are multiples of it.
+    static constexpr int64_t fa_tile = 128;
 
     // Flash attention reads K/V in place per KV head (fa_group.h) where the build and shape allow it (the
     // default); false forces the portable path that converts each tile to f32 first. For tests and kvbench.
     void set_fa_grouped(bool on) { fa_grouped_ = on; }
+    // Q.K of a q8_0 K on AMX (fa_amx.h) where the CPU and kernel allow it (the default); false runs the AVX-512
+    // FMA loops on the same quantized Q. For tests and A/B timing.
+    void set_fa_amx(bool on) { fa_amx_ = on; }
+    // Q rounded through K's vec_dot_type before Q.K, as ggml's CPU flash attention does (the default: q8_0 for a
+    // q8_0 K); false keeps Q in f32 for every K type (to compare with a backend that does, such as CUDA).
+    void set_fa_quantize_q(bool on) { fa_quantize_q_ = on; }
+    ggml_type fa_q_dot_type(ggml_type type_k) const override {
+        return fa_quantize_q_ && type_k == ggml_type::q8_0 ? ggml_type::q8_0 : ggml_type::f32;
+    }
 
 private:
+    // Packs fa_qq_ into fa_q_packed_ per (stream, KV head) group for AMX; returns the bytes per group.
+    size_t pack_q_for_amx(const fa_desc & d);
+
     bool fa_grouped_ = true;
+    bool fa_amx_ = true;
+    bool fa_quantize_q_ = true;
     thread_pool pool_;
-    std::vector<float> fa_q_;          // Q after the optional H_k rotation
+    std::vector<float> fa_q_;          // Q after the optional H_k rotation (and rounding through q8_0)
+    std::vector<block_q8_0> fa_qq_;    // Q as q8_0 blocks when K's dot type is q8_0
+    struct alignas(64) line { char b[64]; };
+    std::vector<line> fa_q_packed_;    // fa_qq_ in AMX tile layout per (stream, KV head) group (fa_amx.h)
     std::vector<fa_thread_scratch> fa_scratch_;  // one per pool thread
     std::vector<float> fa_partial_;    // per (stream, chunk, query row): m, l, acc[head_dim_v]
 };

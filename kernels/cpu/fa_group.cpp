@@ -216,10 +216,12 @@ void fa_group_pv(ggml_type, float * const *, const float *, int64_t, int64_t, co
 
 #endif
 
-int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v) {
+int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v, bool qk_amx) {
     const int64_t row_blocks = (n_rows + 3) / 4;
     const int64_t e_blocks = head_dim_v / 64 + (head_dim_v % 64) / 16;
-    return row_blocks * ((nt + 3) / 4 * (head_dim_k / 16) + e_blocks * nt);
+    const int64_t qk = qk_amx ? nt / 16 * (head_dim_k / 32) + (nt % 16 + 3) / 4 * (head_dim_k / 16)
+                              : (nt + 3) / 4 * (head_dim_k / 16);
+    return row_blocks * (qk + e_blocks * nt);
 }
 
 }  // namespace kvsim::cpu

@@ -63,8 +63,9 @@ void fa_group_qk(ggml_type tk, const float * const * q, int64_t n_rows, const ch
 void fa_group_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
                  size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf);
 
-// Prefetch steps of fa_group_qk + fa_group_pv for these sizes: one per 16 elements of 4 query rows x 4 cells in
-// Q.K, one per cell and 64 elements (16 elements) of 4 rows in P.V.
-int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v);
+// Prefetch steps of fa_group_qk (or fa_amx_qk_q8_0 when qk_amx) + fa_group_pv for these sizes: one per 16
+// elements of 4 query rows x 4 cells in Q.K (AMX: one per q8_0 block of 16 cells), one per cell and 64 elements
+// (16 elements) of 4 rows in P.V.
+int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v, bool qk_amx = false);
 
 }  // namespace kvsim::cpu
