@@ -44,6 +44,22 @@ template <> inline __m512 load16<ggml_type::q4_0>(const char * row, int64_t e) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(_cvtsh_ss(b->d)));
 }
 
+// Elements e..e+63 of one head row as four f32 vectors; e % 64 == 0. Quantized types convert each block's scale
+// once for its two vectors.
+template <ggml_type T> inline void load64(const char * row, int64_t e, __m512 * v) {
+    for (int c = 0; c < 4; ++c) v[c] = load16<T>(row, e + 16 * c);
+}
+
+template <> inline void load64<ggml_type::q8_0>(const char * row, int64_t e, __m512 * v) {
+    const block_q8_0 * b = reinterpret_cast<const block_q8_0 *>(row) + e / QK8_0;
+    for (int i = 0; i < 2; ++i) {
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(b[i].d));
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b[i].qs));
+        v[2 * i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), d);
+        v[2 * i + 1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))), d);
+    }
+}
+
 // Horizontal sums of 16 vectors at once (a 4-level add tree instead of 16 reductions):
 // lane 4*a + b of the result is the sum of v[4*b + a].
 inline __m512 add_pairs(__m512 a, __m512 b, int level) {
@@ -127,9 +143,8 @@ void pv_4x64(float * const * acc, const float * const * p, int64_t n_valid, cons
     for (int64_t j = 0; j < nt; ++j) {
         pf.step();
         if (!live[j]) continue;
-        const char * row = v0 + (size_t) j * stride;
         __m512 v[4];
-        for (int c = 0; c < 4; ++c) v[c] = load16<T>(row, e0 + 16 * c);
+        load64<T>(v0 + (size_t) j * stride, e0, v);
         const __m512 w0 = _mm512_set1_ps(p0[j]), w1 = _mm512_set1_ps(p1[j]);
         const __m512 w2 = _mm512_set1_ps(p2[j]), w3 = _mm512_set1_ps(p3[j]);
         for (int c = 0; c < 4; ++c) {
