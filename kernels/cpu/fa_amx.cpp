@@ -18,8 +18,8 @@ namespace kvsim::cpu {
 #if KVSIM_AMX
 namespace {
 
-// Tiles: 0-1 hold the int32 dot products of 16 cells x (up to 4 q8_0 blocks x 4 query rows), in turns, so the
-// TMUL fills one while the vector units finish the other; 2-3 hold K quants (16 cells x 32 bytes), in turns; 4-7
+// Tiles: 0-1 hold the int32 dot products of 16 cells x (up to 4 q8_0 blocks x 4 query rows), two groups of 16
+// cells at a time; 2-3 hold their K quants (16 cells x 32 bytes); 4-7
 // hold Q quants of up to 4 blocks in the VNNI layout TDPBSSD wants, block b's rows in columns 4b..4b+3 and zeros
 // elsewhere, so the 4 blocks' products land side by side in one accumulator tile.
 struct alignas(64) tile_config {
@@ -55,32 +55,39 @@ inline void load_b(const q_view & t, int b0, int nb) {
     if (nb > 3) _tile_loadd(7, t.tile(b0 + 3), 64);
 }
 
-// Dot products of cells k..k+15 (row stride `stride`) with blocks b0..b0+nb-1 of Q into accumulator tile C. A
-// macro, not a template: GCC's tile intrinsics paste their tile number into the assembly text.
-#define KVSIM_AMX_ISSUE(C)                                                                        \
-    inline void issue_##C(const char * k, size_t stride, int b0, int nb) {                      \
-        const char * qs = k + (size_t) b0 * sizeof(block_q8_0) + offsetof(block_q8_0, qs);     \
-        const long st = (long) stride;                                                          \
-        constexpr size_t bs = sizeof(block_q8_0);                                               \
-        _tile_zero(C);                                                                          \
-        _tile_loadd(2, qs, st);                                                                 \
-        _tile_dpbssd(C, 2, 4);                                                                  \
-        if (nb > 1) {                                                                           \
-            _tile_loadd(3, qs + bs, st);                                                        \
-            _tile_dpbssd(C, 3, 5);                                                              \
-        }                                                                                       \
-        if (nb > 2) {                                                                           \
-            _tile_loadd(2, qs + 2 * bs, st);                                                    \
-            _tile_dpbssd(C, 2, 6);                                                              \
-        }                                                                                       \
-        if (nb > 3) {                                                                           \
-            _tile_loadd(3, qs + 3 * bs, st);                                                    \
-            _tile_dpbssd(C, 3, 7);                                                              \
-        }                                                                                       \
+// Dot products of cells k..k+15 (tile 0) and, when `two`, k+16..k+31 (tile 1) with Q blocks b0..b0+nb-1: the two
+// groups alternate per block so the TMUL runs two independent accumulation chains (each block's multiply waits for
+// the previous one into the same tile).
+inline void issue_pair(const char * k, size_t stride, int b0, int nb, bool two) {
+    constexpr size_t bs = sizeof(block_q8_0);
+    const char * qa = k + (size_t) b0 * bs + offsetof(block_q8_0, qs);
+    const char * qb = qa + (size_t) cells * stride;
+    const long st = (long) stride;
+    _tile_zero(0);
+    if (two) _tile_zero(1);
+    _tile_loadd(2, qa, st);
+    if (two) _tile_loadd(3, qb, st);
+    _tile_dpbssd(0, 2, 4);
+    if (two) _tile_dpbssd(1, 3, 4);
+    if (nb > 1) {
+        _tile_loadd(2, qa + bs, st);
+        if (two) _tile_loadd(3, qb + bs, st);
+        _tile_dpbssd(0, 2, 5);
+        if (two) _tile_dpbssd(1, 3, 5);
     }
-KVSIM_AMX_ISSUE(0)
-KVSIM_AMX_ISSUE(1)
-#undef KVSIM_AMX_ISSUE
+    if (nb > 2) {
+        _tile_loadd(2, qa + 2 * bs, st);
+        if (two) _tile_loadd(3, qb + 2 * bs, st);
+        _tile_dpbssd(0, 2, 6);
+        if (two) _tile_dpbssd(1, 3, 6);
+    }
+    if (nb > 3) {
+        _tile_loadd(2, qa + 3 * bs, st);
+        if (two) _tile_loadd(3, qb + 3 * bs, st);
+        _tile_dpbssd(0, 2, 7);
+        if (two) _tile_dpbssd(1, 3, 7);
+    }
+}
 
 // d_k of block b of the 16 cells, as f32 (the gather reads the 2-byte scale and the block's first 2 quants).
 inline __m512 k_scales(const char * k, __m512i idx, int b) {
@@ -120,38 +127,33 @@ inline void store_4x4(__m512 s, float * scores, int64_t ld, int64_t r0, int64_t 
     if (n_valid > 3) _mm_storeu_ps(scores + (r0 + 3) * ld + j, _mm512_extractf32x4_ps(s, 3));
 }
 
-// One 4-row block of Q against cells [0, n_full) (n_full % 16 == 0). Work unit u = (16 cells, 4 blocks); the TMUL
-// computes unit u into tile u % 2 while unit u - 1 is stored and finished.
+// One 4-row block of Q against cells [0, n_full) (n_full % 16 == 0), 32 cells (two accumulator tiles) at a time.
 void qk_rows(const q_view & t, int nblk, const char * k0, size_t stride, int64_t n_full, float * scores, int64_t ld,
              int64_t r0, int64_t n_valid, prefetch_stream & pf) {
     const int nq = (nblk + 3) / 4;
-    const int64_t n_units = n_full / cells * nq;
-    alignas(64) int32_t cbuf[cells * 16];
-    __m512 acc[4];
+    alignas(64) int32_t cbuf[2][cells * 16];
+    __m512 acc[2][4];
     // byte offsets of the 16 cells' rows, for the scale gathers
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                            _mm512_set1_epi32((int) stride));
     if (nq == 1) load_b(t, 0, nblk);
-    for (int64_t u = 0; u <= n_units; ++u) {
-        if (u < n_units) {
-            const int b0 = (int) (u % nq) * 4, nb = std::min(4, nblk - b0);
-            const char * k = k0 + (size_t) (u / nq * cells) * stride;
+    for (int64_t j = 0; j < n_full; j += 2 * cells) {
+        const bool two = j + cells < n_full;
+        const char * k = k0 + (size_t) j * stride;
+        for (auto & a : acc[0]) a = _mm512_setzero_ps();
+        for (auto & a : acc[1]) a = _mm512_setzero_ps();
+        for (int b0 = 0; b0 < nblk; b0 += 4) {
+            const int nb = std::min(4, nblk - b0);
             if (nq > 1) load_b(t, b0, nb);
-            if (u % 2 == 0) issue_0(k, stride, b0, nb);
-            else issue_1(k, stride, b0, nb);
+            issue_pair(k, stride, b0, nb, two);
+            _tile_stored(0, cbuf[0], 64);
+            if (two) _tile_stored(1, cbuf[1], 64);
+            finish(cbuf[0], k, idx, t, b0, nb, acc[0]);
+            if (two) finish(cbuf[1], k + (size_t) cells * stride, idx, t, b0, nb, acc[1]);
+            for (int i = 0; i < (two ? 2 : 1) * nb; ++i) pf.step();
         }
-        if (u == 0) continue;
-        const int64_t p = u - 1, j = p / nq * cells;
-        const int b0 = (int) (p % nq) * 4, nb = std::min(4, nblk - b0);
-        if (p % 2 == 0) _tile_stored(0, cbuf, 64);
-        else _tile_stored(1, cbuf, 64);
-        if (b0 == 0) {
-            for (auto & a : acc) a = _mm512_setzero_ps();
-        }
-        finish(cbuf, k0 + (size_t) j * stride, idx, t, b0, nb, acc);
-        for (int i = 0; i < nb; ++i) pf.step();
-        if (b0 + nb == nblk) {
-            for (int g = 0; g < 4; ++g) store_4x4(acc[g], scores, ld, r0, n_valid, j + 4 * g);
+        for (int h = 0; h < (two ? 2 : 1); ++h) {
+            for (int g = 0; g < 4; ++g) store_4x4(acc[h][g], scores, ld, r0, n_valid, j + h * cells + 4 * g);
         }
     }
 }
