@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "hadamard.h"
 #include "quant.h"
 
 namespace kvsim {
@@ -74,7 +75,14 @@ void ref_flash_attn(const fa_desc & d, const fa_args & a, ggml_type q_dot) {
                 const int64_t hk = h / gqa;
                 const float * qs = a.q + ((s * d.n_tps + t) * d.n_head + h) * d.head_dim_k;
                 std::copy(qs, qs + d.head_dim_k, q.begin());
-                if (d.rot.k()) dense_rotate(q.data(), d.head_dim_k, d.rot.n_k);
+                if (d.rot.k() && q_dot == ggml_type::q8_0) {
+                    // rounding to q8_0 is discontinuous: round the very floats the kernels round (their float
+                    // FWHT, itself tested against the dense matrix), not the dense product's, or a Q element on a
+                    // rounding boundary flips a quant and moves the outputs by ~3e-4
+                    fwht_blocks(q.data(), d.head_dim_k, d.rot.n_k);
+                } else if (d.rot.k()) {
+                    dense_rotate(q.data(), d.head_dim_k, d.rot.n_k);
+                }
                 if (q_dot == ggml_type::q8_0) {
                     quantize_row_q8_0(q.data(), qq.data(), d.head_dim_k);
                     dequantize_row_q8_0(qq.data(), q.data(), d.head_dim_k);

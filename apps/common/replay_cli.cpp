@@ -76,7 +76,7 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--backend", o.kernels.backend, "Attention kernels: auto (cuda if built and a GPU is present, else cpu), cpu, cuda, none")
         ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
         ->capture_default_str();
-    cmd.add_option("--threads", o.kernels.threads, "Kernel threads (0 = all cores)")
+    cmd.add_option("-t,--threads", o.kernels.threads, "Kernel threads (0 = all cores), as llama.cpp's -t")
         ->check(CLI::Range(0, 1024))
         ->capture_default_str();
     cmd.add_option("--time-layers", o.kernels.time_layers, "Layers with real K/V buffers and timings; the rest scale by layer count")

@@ -214,6 +214,12 @@ void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & f
 void time_reference(const sweep_config & c, const bench_point & p, const fa_desc & fd, fa_args a, ggml_type q_dot,
                     const std::vector<float> & kernel_out, const std::atomic<bool> * stop, point_result & r) {
     if (p.ctx * p.batch > c.ref_max_cells) return;
+    if (std::max(fd.rot.n_k, fd.rot.n_v) > 2048) {  // the reference multiplies by the dense Hadamard matrix
+        r.note += fmt::format("{}naive reference skipped: dense Hadamard of order {} ({} MiB)", r.note.empty() ? "" : "; ",
+                              std::max(fd.rot.n_k, fd.rot.n_v),
+                              (int64_t) std::max(fd.rot.n_k, fd.rot.n_v) * std::max(fd.rot.n_k, fd.rot.n_v) * 8 >> 20);
+        return;
+    }
     std::vector<float> out(kernel_out.size());
     a.out = out.data();
     const int reps = std::min(c.repeats, 3);
@@ -394,7 +400,8 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
         } catch (const std::bad_alloc &) {
             point_result r = point_header(c, pts[i], o.limits.front().read_gbs);
             r.status = "skipped";
-            r.note = fmt::format("out of memory (K+V {} MiB x {} copies; lower --max-buffer-mib)",
+            r.note = fmt::format("out of memory in this point (K+V {} MiB x {} copies, and its baselines; lower "
+                                 "--max-buffer-mib, --eigen-max-mib or --ref-max-cells)",
                                  point_kv_bytes(c, pts[i]) >> 20, copies_for(point_kv_bytes(c, pts[i]), c.rotate_bytes));
             o.results.push_back(std::move(r));
         }
