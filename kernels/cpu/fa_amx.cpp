@@ -32,7 +32,6 @@ struct alignas(64) tile_config {
 
 constexpr int cells = 16;    // cells per tile (M)
 constexpr int q_rows = 4;    // query rows per block of Q (4 of the 16 accumulator columns per q8_0 block)
-constexpr int max_blocks = (int) (amx_max_head_dim / QK8_0);
 
 // One packed 4-row block of Q (amx_pack_q): nblk B tiles of 8 x 64 bytes, then nblk x 16 scales laid out like the
 // score lanes (4 * cell + row).

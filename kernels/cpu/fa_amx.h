@@ -23,7 +23,8 @@ bool amx_int8_available();
 void amx_begin();
 void amx_end();
 
-// Largest head size fa_amx_qk_q8_0 handles (its per-call Q tiles live on the stack).
+// Largest head size the backend gives fa_amx_qk_q8_0 (the range its tests cover, 64-256, plus the helper-tested
+// 512); larger heads take the FMA loops.
 constexpr int64_t amx_max_head_dim = 512;
 
 // Bytes amx_pack_q writes for n_rows query rows (a multiple of 64).
