@@ -53,6 +53,11 @@ void dequantize_row_q8_0(const block_q8_0 * x, float * y, int64_t n) {
     }
 }
 
+void round_row_q8_0(float * x, block_q8_0 * y, int64_t n) {
+    quantize_row_q8_0(x, y, n);
+    dequantize_row_q8_0(y, x, n);
+}
+
 void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t n) {
     for (int64_t i = 0; i < n / QK4_0; ++i) {
         const float d = fp16_to_fp32(x[i].d);

@@ -37,6 +37,9 @@ void quantize_row_q4_0(const float * x, block_q4_0 * y, int64_t n);
 // Dequantize n elements (n % 32 == 0). Mirror dequantize_row_q8_0 / dequantize_row_q4_0.
 void dequantize_row_q8_0(const block_q8_0 * x, float * y, int64_t n);
 void dequantize_row_q4_0(const block_q4_0 * x, float * y, int64_t n);
+// Round n floats (n % 32 == 0) through q8_0 in place: quantize into y (n/32 blocks, kept for the caller), then
+// overwrite x with their dequantized values. How ggml's CPU flash attention turns Q into a q8_0 K's vec_dot_type.
+void round_row_q8_0(float * x, block_q8_0 * y, int64_t n);
 
 // True for the cache types the attention kernels handle: f32, f16, q8_0, q4_0.
 bool kernel_supports_type(ggml_type t);

@@ -84,8 +84,7 @@ void ref_flash_attn(const fa_desc & d, const fa_args & a, ggml_type q_dot) {
                     dense_rotate(q.data(), d.head_dim_k, d.rot.n_k);
                 }
                 if (q_dot == ggml_type::q8_0) {
-                    quantize_row_q8_0(q.data(), qq.data(), d.head_dim_k);
-                    dequantize_row_q8_0(qq.data(), q.data(), d.head_dim_k);
+                    round_row_q8_0(q.data(), qq.data(), d.head_dim_k);
                 }
                 const double slope = alibi_slope(h, d.n_head, d.max_bias);
                 double mx = -INFINITY;

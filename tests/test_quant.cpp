@@ -61,6 +61,13 @@ TEST_CASE("q8_0 blocks equal hand-computed ggml values") {
     std::vector<float> y(32);
     dequantize_row_q8_0(&b, y.data(), 32);
     for (int j = 0; j < 32; ++j) CHECK(y[j] == want2[j] * fp16_to_fp32(0x2869));
+
+    // round_row_q8_0 (Q for a q8_0 K): the same block, and the row overwritten by its dequantized values
+    block_q8_0 r;
+    round_row_q8_0(x.data(), &r, 32);
+    CHECK(r.d == 0x2869);
+    for (int j = 0; j < 32; ++j) CHECK(r.qs[j] == want2[j]);
+    for (int j = 0; j < 32; ++j) CHECK(x[j] == want2[j] * fp16_to_fp32(0x2869));
 }
 
 TEST_CASE("q4_0 blocks equal hand-computed ggml values") {

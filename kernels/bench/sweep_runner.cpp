@@ -196,8 +196,7 @@ void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & f
     if (q_dot == ggml_type::q8_0) {  // the kernel's Q (attn_backend::fa_q_dot_type): compare like with like
         std::vector<block_q8_0> blocks((size_t) (c.head_dim / QK8_0));
         for (size_t r = 0; r < qr.size(); r += (size_t) c.head_dim) {
-            quantize_row_q8_0(qr.data() + r, blocks.data(), c.head_dim);
-            dequantize_row_q8_0(blocks.data(), qr.data() + r, c.head_dim);
+            round_row_q8_0(qr.data() + r, blocks.data(), c.head_dim);
         }
     }
     eigen_attn_shape es{c.head_dim, c.n_head, c.n_head_kv, p.ctx, p.batch, fd.scale};

@@ -71,6 +71,7 @@ private:
     std::vector<block_q8_0> fa_qq_;    // Q as q8_0 blocks when K's dot type is q8_0
     struct alignas(64) line { char b[64]; };
     std::vector<line> fa_q_packed_;    // fa_qq_ in AMX tile layout per (stream, KV head) group (fa_amx.h)
+    std::vector<const block_q8_0 *> fa_q_rows_;  // pack_q_for_amx: one group's rows
     std::vector<fa_thread_scratch> fa_scratch_;  // one per pool thread
     std::vector<float> fa_partial_;    // per (stream, chunk, query row): m, l, acc[head_dim_v]
 };

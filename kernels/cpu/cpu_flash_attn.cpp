@@ -237,7 +237,8 @@ size_t cpu_backend::pack_q_for_amx(const fa_desc & d) {
     const int64_t n_rows = d.n_head / d.n_head_kv * d.n_tps, nblk = d.head_dim_k / QK8_0;
     const size_t bytes = cpu::amx_packed_q_bytes(n_rows, d.head_dim_k);
     fa_q_packed_.resize(bytes * (size_t) (d.n_stream * d.n_head_kv) / 64);
-    std::vector<const block_q8_0 *> rows((size_t) n_rows);
+    std::vector<const block_q8_0 *> & rows = fa_q_rows_;
+    rows.resize((size_t) n_rows);
     for (int64_t s = 0; s < d.n_stream; ++s) {
         for (int64_t hk = 0; hk < d.n_head_kv; ++hk) {
             for (int64_t i = 0; i < n_rows; ++i) rows[(size_t) i] = fa_qq_.data() + group_row(d, s, hk, i) * nblk;
@@ -269,8 +270,7 @@ void cpu_backend::flash_attn(const fa_desc & d, const fa_plan & plan, const fa_a
         if (fq.q != fa_q_.data()) fa_q_.assign(a.q, a.q + q_elems);
         fa_qq_.resize((size_t) (n_rows * nblk));
         for (int64_t r = 0; r < n_rows; ++r) {
-            quantize_row_q8_0(fa_q_.data() + r * dk, fa_qq_.data() + r * nblk, dk);
-            dequantize_row_q8_0(fa_qq_.data() + r * nblk, fa_q_.data() + r * dk, dk);
+            round_row_q8_0(fa_q_.data() + r * dk, fa_qq_.data() + r * nblk, dk);
         }
         fq.q = fa_q_.data();
         fq.amx = fa_amx_ && dk <= cpu::amx_max_head_dim && cpu::amx_int8_available();
