@@ -14,10 +14,10 @@ namespace kvsim::cpu {
 
 // Prefetch of the next tile's K and V bytes into L2, paced by the work of the current one: every step() stands
 // for the same amount of arithmetic (16 FMAs of 16 lanes: 4 rows x 4 cells x 16 elements of Q.K, 4 rows x 64
-// elements of one cell of P.V) and issues lines_per_step 64-byte lines,
-// K first, then V. A burst of prefetches fills the core's line fill buffers and stalls it, and prefetches paced by
-// loop iterations of unequal length (a Q.K step is 8x a P.V step) come in bursts, so the pacing carries a
-// fractional credit (16.16 fixed point).
+// elements of one cell of P.V) and issues lines_per_step 64-byte lines, K first, then V. A burst of prefetches
+// fills the core's line fill buffers and stalls it, and pacing by loop iterations of unequal length (a Q.K
+// iteration was 8 P.V iterations of work) bunched them, so the pacing carries a fractional credit (16.16 fixed
+// point).
 struct prefetch_stream {
     const char * k = nullptr;
     const char * k_end = nullptr;
