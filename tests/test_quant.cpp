@@ -70,6 +70,38 @@ TEST_CASE("q8_0 blocks equal hand-computed ggml values") {
     for (int j = 0; j < 32; ++j) CHECK(x[j] == want2[j] * fp16_to_fp32(0x2869));
 }
 
+// ggml's quantize_row_q8_0_ref written out with roundf; the kernel's (vectorized where the build allows) must give
+// the same blocks bit for bit, ties included.
+TEST_CASE("q8_0 quantization equals ggml's roundf reference on random rows and exact ties") {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    std::vector<float> x(32 * 256);
+    for (auto & v : x) v = u(rng);
+    for (int blk = 0; blk < 64; ++blk) {  // blocks whose x * id lands on k + 0.5 and on its float neighbours
+        float * b = x.data() + blk * 32;
+        b[0] = 127.0f;  // amax 127: d = 1, id = 1
+        for (int j = 1; j < 32; ++j) {
+            const float t = (float) ((j * 7 + blk) % 253 - 126) + 0.5f;
+            b[j] = j % 3 == 0 ? t : std::nextafter(t, j % 3 == 1 ? 200.0f : -200.0f);
+        }
+        if (blk % 2) b[0] = -127.0f;
+    }
+    std::vector<block_q8_0> got(x.size() / 32);
+    quantize_row_q8_0(x.data(), got.data(), (int64_t) x.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        const float * xb = x.data() + i * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = amax > std::fabs(xb[j]) ? amax : std::fabs(xb[j]);
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        INFO("block " << i);
+        CHECK(got[i].d == fp32_to_fp16(d));
+        for (int j = 0; j < 32; ++j) {
+            const float v = xb[j] * id;  // a separate statement: no fused multiply-add
+            CHECK(got[i].qs[j] == (int8_t) std::roundf(v));
+        }
+    }
+}
+
 TEST_CASE("q4_0 blocks equal hand-computed ggml values") {
     std::vector<float> x(32);
     for (int j = 0; j < 32; ++j) x[j] = (float) ((j - 10) * 0.3);
