@@ -44,18 +44,24 @@ float read_sum(const float * x, size_t n) {
 #endif
 }
 
-// Best wall time in seconds of running body(thread, lo, hi) over n_threads slices of n floats.
+// Wall time in seconds of running body(thread, lo, hi) over n_threads slices of n floats, one thread per slice.
+template <typename F>
+double time_pass(size_t n, int n_threads, F body) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> th;
+    for (int t = 0; t < n_threads; ++t) {
+        th.emplace_back([&, t] { body(t, n * t / n_threads, n * (t + 1) / n_threads); });
+    }
+    for (auto & x : th) x.join();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Best of n_rep passes after a warm-up pass (page faults, caches).
 template <typename F>
 double best_time(size_t n, int n_threads, int n_rep, F body) {
     double best = 1e30;
-    for (int rep = 0; rep <= n_rep; ++rep) {  // rep 0 warms up (page faults, caches)
-        const auto t0 = std::chrono::steady_clock::now();
-        std::vector<std::thread> th;
-        for (int t = 0; t < n_threads; ++t) {
-            th.emplace_back([&, t] { body(t, n * t / n_threads, n * (t + 1) / n_threads); });
-        }
-        for (auto & x : th) x.join();
-        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (int rep = 0; rep <= n_rep; ++rep) {
+        const double dt = time_pass(n, n_threads, body);
         if (rep > 0) best = std::min(best, dt);
     }
     return best;
@@ -84,6 +90,23 @@ bandwidth_result measure_bandwidth(size_t bytes, int n_threads, int n_rep) {
     r.copy_gbs = 2.0 * (double) (n * sizeof(float)) / t_copy * 1e-9;
     if (sink[0] < 0.0f) r.read_gbs = -r.read_gbs;  // never true (sums of ones); keeps the reads observable
     return r;
+}
+
+read_probe::read_probe(size_t bytes, int n_threads) : n_(bytes / sizeof(float)), n_threads_(n_threads) {
+    if (n_threads < 1 || bytes < 4096 * (size_t) n_threads) {
+        throw std::invalid_argument("read_probe: need n_threads >= 1, bytes >= 4096 per thread");
+    }
+    a_.reset(new float[n_]);
+    sink_.assign((size_t) n_threads, 0.0f);
+    float * a = a_.get();
+    time_pass(n_, n_threads, [&](int, size_t lo, size_t hi) { std::fill(a + lo, a + hi, 1.0f); });
+}
+
+double read_probe::read_gbs() {
+    const float * a = a_.get();
+    const double t = time_pass(n_, n_threads_, [&](int i, size_t lo, size_t hi) { sink_[(size_t) i] += read_sum(a + lo, hi - lo); });
+    const double gbs = (double) (n_ * sizeof(float)) / t * 1e-9;
+    return sink_[0] < 0.0f ? -gbs : gbs;  // never negative (sums of ones); keeps the reads observable
 }
 
 }  // namespace kvsim

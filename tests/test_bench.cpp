@@ -201,6 +201,16 @@ TEST_CASE("JSON round trip and merge of shards") {
     nlohmann::json broken = to_json(a);
     broken["points"][0].erase("flash_attn");
     CHECK_THROWS_AS(sweep_output_from_json(broken), std::runtime_error);
+
+    // a kvbench.json written before the adjacent probe existed reads as "not measured"
+    a.results[0].adj_read_gbs = 25;
+    a.results[0].adj_frac = 0.5;
+    nlohmann::json old = to_json(a);
+    CHECK(sweep_output_from_json(old).results[0].adj_frac == 0.5);
+    old["points"][0].erase("adj_read_gbs");
+    old["points"][0].erase("adj_frac");
+    CHECK(sweep_output_from_json(old).results[0].adj_read_gbs == 0);
+    CHECK(sweep_output_from_json(old).results[0].adj_frac == 0);
 }
 
 // docs/reliability.md, bad-input run: kvbench merge accepted a shard with no points and point
@@ -296,6 +306,9 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel 
         CHECK(r.err_vs_ref >= 0);
         CHECK(r.err_vs_ref < 1e-4);
         CHECK(r.gbs() == doctest::Approx((double) r.kv_bytes / r.fa.median_ns));
+        // one probe pass right after the (single) timed call: its ratio is that call's GB/s over the pass's
+        CHECK(r.adj_read_gbs > 0);
+        CHECK(r.adj_frac == doctest::Approx(r.gbs() / r.adj_read_gbs));
     }
 
     const std::filesystem::path dir = std::filesystem::path(KVSIM_BINARY_DIR) / "test_bench_out";
@@ -304,20 +317,21 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel 
     const sweep_output back = read_output(dir.string());
     CHECK(to_json(back) == to_json(o));
 
-    io::CSVReader<6, io::trim_chars<' '>, io::double_quote_escape<',', '"'>> csv((dir / "kvbench.csv").string());
-    csv.read_header(io::ignore_extra_column, "index", "ctx", "kv_type", "batch", "kv_bytes", "fa_median_ns");
+    io::CSVReader<7, io::trim_chars<' '>, io::double_quote_escape<',', '"'>> csv((dir / "kvbench.csv").string());
+    csv.read_header(io::ignore_extra_column, "index", "ctx", "kv_type", "batch", "kv_bytes", "fa_median_ns", "adj_frac");
     int64_t index = 0, ctx = 0, batch = 0;
     std::string type;
     size_t bytes = 0;
-    double med = 0;
+    double med = 0, adj = 0;
     size_t rows = 0;
-    while (csv.read_row(index, ctx, type, batch, bytes, med)) {
+    while (csv.read_row(index, ctx, type, batch, bytes, med, adj)) {
         const point_result & r = o.results[rows++];
         CHECK(index == r.point.index);
         CHECK(ctx == r.point.ctx);
         CHECK(type == ggml_type_name(r.point.type));
         CHECK(bytes == r.kv_bytes);
         CHECK(med == doctest::Approx(r.fa.median_ns).epsilon(1e-6));
+        CHECK(adj == doctest::Approx(r.adj_frac).epsilon(1e-4));
     }
     CHECK(rows == o.results.size());
     std::ifstream svg(dir / "kvbench.svg");

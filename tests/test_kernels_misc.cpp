@@ -29,6 +29,15 @@ TEST_CASE("bandwidth probe returns positive finite rates and rejects bad sizes")
     CHECK(r.copy_gbs > 0.0);
     CHECK_THROWS_AS(measure_bandwidth(100, 1, 1), std::invalid_argument);
     CHECK_THROWS_AS(measure_bandwidth(1 << 20, 0, 1), std::invalid_argument);
+
+    read_probe p(8 << 20, 2);  // one pass per call, as kvbench takes one after each timed kernel call
+    for (int i = 0; i < 3; ++i) {
+        const double g = p.read_gbs();
+        CHECK(std::isfinite(g));
+        CHECK(g > 0.0);
+    }
+    CHECK_THROWS_AS(read_probe(100, 1), std::invalid_argument);
+    CHECK_THROWS_AS(read_probe(1 << 20, 0), std::invalid_argument);
 }
 
 TEST_CASE("K/V content is deterministic, in [-1, 1), and differs between K and V") {

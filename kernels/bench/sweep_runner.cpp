@@ -38,8 +38,10 @@ void check_stop(const std::atomic<bool> * stop) {
 }
 
 // stop: checked before every call (warm-up included); a raised flag abandons the point (point_interrupted).
+// after(i, ns): run untimed right after timed call i.
 template <class F>
-time_stats time_calls(int repeats, F && call, const std::atomic<bool> * stop = nullptr) {
+time_stats time_calls(int repeats, F && call, const std::atomic<bool> * stop = nullptr,
+                      const std::function<void(int, double)> & after = {}) {
     check_stop(stop);
     call(0);  // warm-up
     std::vector<double> ns;
@@ -48,8 +50,15 @@ time_stats time_calls(int repeats, F && call, const std::atomic<bool> * stop = n
         const auto t0 = std::chrono::steady_clock::now();
         call(i);
         ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+        if (after) after(i, ns.back());
     }
     return summarize(std::move(ns));
+}
+
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 time_stats timed(const call_timer & timer, int repeats, const std::function<void(int)> & call) {
@@ -340,11 +349,25 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
               mask.get(), ggml_type::f16, static_cast<float *>(outd.get())};
     be.flash_attn(fd, plan, a);
     fetch(be, out0.data(), outd.get(), out_bytes);
-    r.fa = timed(timer, c.repeats, [&](int i) {
+    const auto fa_call = [&](int i) {
         a.k = copy_view(k_dev, p.batch, i % r.copies);
         a.v = copy_view(v_dev, p.batch, i % r.copies);
         be.flash_attn(fd, plan, a);
-    });
+    };
+    if (backend_timer || !on_host(be)) {
+        r.fa = timed(timer, c.repeats, fa_call);
+    } else {
+        // each timed call is followed by one read pass of the probe: the call's GB/s over the pass's (adj_frac)
+        // compares the two in the same second; freed before the baselines allocate theirs
+        read_probe probe(c.limit_bytes, c.threads);
+        std::vector<double> probe_gbs, frac;
+        r.fa = time_calls(c.repeats, fa_call, stop, [&](int, double ns) {
+            probe_gbs.push_back(probe.read_gbs());
+            frac.push_back((double) r.kv_bytes / ns / probe_gbs.back());
+        });
+        r.adj_read_gbs = median_of(probe_gbs);
+        r.adj_frac = median_of(frac);
+    }
 
     // host-side baselines: copy 0 of the host K/V and a host mask
     std::vector<uint16_t> mask_host((size_t) (p.ctx * p.batch));
@@ -377,7 +400,9 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
         hooks.timer ? "times: CUDA events, one warm-up call, then --repeats calls; GB/s and %lim from the median time, "
                       "limit = device-to-device copy bandwidth (read + written bytes per second) measured in this run"
                     : "times: one warm-up call, then --repeats calls; GB/s and %lim from the median time, limit = read "
-                      "bandwidth measured in this run with the same thread count",
+                      "bandwidth measured in this run with the same thread count; %adj = median over the timed calls "
+                      "of the call's GB/s over one read pass of the same probe right after it (same second, same "
+                      "neighbours)",
         fmt::format("Eigen baseline: dense GEMM Q.K^T, softmax, .V on pre-converted f32 K/V, {} threads, skipped above "
                     "{} MiB of f32 K+V",
                     c.threads, c.eigen_max_bytes >> 20),

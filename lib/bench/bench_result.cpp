@@ -97,6 +97,8 @@ nlohmann::json point_json(const point_result & r) {
             {"kshift_bytes", r.kshift_bytes},
             {"copies", r.copies},
             {"limit_read_gbs", r.limit_read_gbs},
+            {"adj_read_gbs", r.adj_read_gbs},
+            {"adj_frac", r.adj_frac},
             {"flash_attn", stats_json(r.fa)},
             {"mask_full", stats_json(r.mask_full)},
             {"mask_update", stats_json(r.mask_update)},
@@ -124,6 +126,8 @@ point_result point_from(const nlohmann::json & j) {
     r.kshift_bytes = j.at("kshift_bytes").get<size_t>();
     r.copies = j.at("copies").get<int>();
     r.limit_read_gbs = j.at("limit_read_gbs").get<double>();
+    r.adj_read_gbs = j.value("adj_read_gbs", 0.0);  // absent in runs written before it existed
+    r.adj_frac = j.value("adj_frac", 0.0);
     r.fa = stats_from(j.at("flash_attn"));
     r.mask_full = stats_from(j.at("mask_full"));
     r.mask_update = stats_from(j.at("mask_update"));
@@ -319,6 +323,8 @@ void check_shard_values(const sweep_output & p, const std::string & name) {
         }
         const std::string pt = fmt::format("point {}: ", r.point.index);
         check_value(r.limit_read_gbs, name, pt + "limit_read_gbs");
+        check_value(r.adj_read_gbs, name, pt + "adj_read_gbs");
+        check_value(r.adj_frac, name, pt + "adj_frac");
         check_stats(r.fa, name, pt + "flash_attn");
         check_stats(r.mask_full, name, pt + "mask_full");
         check_stats(r.mask_update, name, pt + "mask_update");

@@ -33,6 +33,10 @@ struct point_result {
     int copies = 1;             // K/V copies rotated between calls (so >= rotate_bytes cycle through the LLC)
     double limit_read_gbs = 0;  // measured read bandwidth of the run this point came from, GB/s
     time_stats fa, mask_full, mask_update, kshift, eigen, ref;
+    // the probe read right after each timed call (CPU backend): median of those passes' GB/s, and median over the
+    // calls of (call's GB/s / its pass's GB/s); 0 = not measured (CUDA, or a run written before these existed)
+    double adj_read_gbs = 0;
+    double adj_frac = 0;
     double err_vs_eigen = -1;   // max abs difference of the outputs, -1 = not compared
     double err_vs_ref = -1;
 
