@@ -120,7 +120,7 @@ struct sweep_cli {
             ->capture_default_str();
         app.add_option("--ref-max-cells", ref_max_cells, "skip the naive reference above ctx*batch cells")
             ->capture_default_str();
-        limit_opt = app.add_option("--limit-mib", limit_mib, "buffer of the bandwidth probe (2 of them: at most 40 % of RAM)")
+        limit_opt = app.add_option("--limit-mib", limit_mib, "buffer of the bandwidth probe (2 of them: at most 40 % of RAM; one is held again during each point's timed calls for %adj)")
                         ->capture_default_str();
     }
 

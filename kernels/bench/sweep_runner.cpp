@@ -55,12 +55,6 @@ time_stats time_calls(int repeats, F && call, const std::atomic<bool> * stop = n
     return summarize(std::move(ns));
 }
 
-double median_of(std::vector<double> v) {
-    if (v.empty()) return 0.0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 time_stats timed(const call_timer & timer, int repeats, const std::function<void(int)> & call) {
     return timer ? timer(repeats, call) : time_calls(repeats, call);
 }
@@ -365,8 +359,8 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
             probe_gbs.push_back(probe.read_gbs());
             frac.push_back((double) r.kv_bytes / ns / probe_gbs.back());
         });
-        r.adj_read_gbs = median_of(probe_gbs);
-        r.adj_frac = median_of(frac);
+        r.adj_read_gbs = summarize(std::move(probe_gbs)).median_ns;  // summarize: statistics of any samples
+        r.adj_frac = summarize(std::move(frac)).median_ns;
     }
 
     // host-side baselines: copy 0 of the host K/V and a host mask
