@@ -73,7 +73,9 @@ inline void write_kv_cells(const kv_tensor & k, const kv_tensor & v, const attn_
 
 // The KQ mask of a flash-attention test case, built by be: each stream's cells hold positions 0..kv_size-1 of
 // seq 0 with a hole every hole_every cells (0 = none), the n_tps tokens sit at the end (n_kv - n_tps ..), and
-// with mask_all token 0 belongs to seq 1, which owns no cell (a fully masked row). Standard SWA when n_swa > 0,
+// with mask_all token 0 belongs to a seq that owns no cell (a fully masked row). A case with `seqs` > 1 spreads
+// the cells round-robin over seqs 0..seqs-1 and gives token t seq t % seqs, as a unified cache decoding `seqs`
+// sequences together holds them; seq0_all adds seq 0 to every cell (a prefix shared by seq_cp, say). Standard SWA when n_swa > 0,
 // ALiBi when max_bias > 0, f32 when mask_f32 else f16 (then the first half of the buffer is used).
 struct case_mask {
     kq_mask_desc desc;
@@ -82,12 +84,17 @@ struct case_mask {
 
 template <class Case>
 case_mask build_case_mask(const Case & c, int64_t kv_size, attn_backend & be) {
+    int seqs = 1;
+    bool seq0_all = false;
+    if constexpr (requires { c.seqs; }) seqs = c.seqs;
+    if constexpr (requires { c.seq0_all; }) seq0_all = c.seq0_all;
     std::vector<llama_pos> cell_pos((size_t) kv_size);
     std::vector<seq_set> cell_seq((size_t) kv_size);
     for (int64_t j = 0; j < kv_size; ++j) {
         const bool hole = c.hole_every && j % c.hole_every == 3;
         cell_pos[(size_t) j] = hole ? -1 : (llama_pos) j;
-        if (!hole) cell_seq[(size_t) j].set(0);
+        if (!hole) cell_seq[(size_t) j].set((llama_seq_id) (j % seqs));
+        if (!hole && seq0_all) cell_seq[(size_t) j].set(0);
     }
     std::vector<std::vector<llama_pos>> tp((size_t) c.n_stream);
     std::vector<std::vector<llama_seq_id>> ts((size_t) c.n_stream);
@@ -95,7 +102,7 @@ case_mask build_case_mask(const Case & c, int64_t kv_size, attn_backend & be) {
     for (int64_t s = 0; s < c.n_stream; ++s) {
         for (int64_t t = 0; t < c.n_tps; ++t) {
             tp[(size_t) s].push_back((llama_pos) (c.n_kv - c.n_tps + t));
-            ts[(size_t) s].push_back(c.mask_all && t == 0 ? 1 : 0);
+            ts[(size_t) s].push_back(c.mask_all && t == 0 ? (llama_seq_id) seqs : (llama_seq_id) (t % seqs));
         }
         views.push_back({cell_pos.data(), cell_seq.data(), tp[(size_t) s].data(), ts[(size_t) s].data()});
     }

@@ -32,6 +32,8 @@ struct fa_case {
     bool grouped = true;     // cpu_backend::set_fa_grouped
     bool amx = true;         // cpu_backend::set_fa_amx (q8_0 K on AMX where the CPU has it)
     bool quantize_q = true;  // cpu_backend::set_fa_quantize_q
+    int seqs = 1;            // sequences sharing the stream round-robin (kernel_test_util.h build_case_mask)
+    bool seq0_all = false;   // and seq 0 in every cell
 };
 
 // Tolerance on the max abs output error (|V| < 1): float accumulation vs double.
@@ -131,6 +133,35 @@ TEST_CASE("mixed K/V types, short prefill chunks, several streams") {
     c.stream0 = 1;
     c.n_stream = 1;
     run_case(c, be, 13);
+}
+
+// A unified cache decoding several sequences together: each token sees only its own sequence's cells, a fraction of
+// every tile, and takes Q.K and P.V over just those (cpu_flash_attn.cpp, sparse_token); seqs 2 puts tokens right on
+// the half-tile threshold; seqs 3 (6 tokens) gives seq 0 every cell, so its tokens take the whole-tile loops and
+// the others the sparse ones in the same call, with an SWA window on top.
+TEST_CASE("multi-sequence unified stream: tokens that see a fraction of each tile") {
+    cpu_backend be(2);
+    uint32_t seed = 300;
+    for (ggml_type t : {ggml_type::f16, ggml_type::q8_0, ggml_type::q4_0}) {
+        for (int seqs : {2, 3, 4, 8}) {
+            for (int64_t gqa : {1, 4, 8}) {
+                fa_case c;
+                c.tk = c.tv = t;
+                c.seqs = seqs;
+                c.n_tps = seqs == 3 ? 6 : seqs;
+                c.gqa = gqa;
+                c.n_kv = 200 + (int64_t) (seed * 37 % 900);
+                c.hole_every = seed % 2 ? 7 : 0;
+                c.seq0_all = seqs == 3;
+                c.n_swa = seqs == 3 ? 150 : 0;
+                c.rot = ggml_is_quantized(t) && seed % 2 == 0;
+                c.mask_all = seqs == 8 && gqa == 4;
+                run_case(c, be, seed++);
+                c.amx = false;  // the FMA Q.K for the whole-tile tokens too
+                run_case(c, be, seed++);
+            }
+        }
+    }
 }
 
 TEST_CASE("n_kv edge sizes: 1, tile +- 1, large split-KV") {

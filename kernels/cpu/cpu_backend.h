@@ -23,10 +23,17 @@ struct fa_thread_scratch {
     std::vector<float> slope;       // ALiBi slope per query head
     std::vector<float> m, l;        // online-softmax running max and sum per query row
     std::vector<char> live;         // tile cell attended by at least one token
+    std::vector<int32_t> vis;       // grouped path, n_tps > 1: the tile cells token t sees, [n_tps][tile]
+    std::vector<int64_t> vis_n;     // their count per token
     int64_t tile = 32;              // cells per tile of the current chunk
-    std::vector<const float *> qp;  // grouped path: query row pointers of one KV head's group
+    std::vector<const float *> qp;  // grouped path: query row pointers of one KV head's group (dense tokens)
     std::vector<float *> ap;        // grouped path: their accumulators
+    std::vector<const float *> sq;  // grouped path: the rows of tokens that see the tile sparsely
+    std::vector<float *> sa;
+    std::vector<int64_t> srows;
     std::vector<int64_t> rows;      // grouped path: their query row index (t * n_head + h)
+    std::vector<const float *> mrows;  // grouped path: each row's mask values in the tile
+    std::vector<float> mvc;         // grouped path: one token's mask values of its visible cells
 };
 
 class cpu_backend final : public attn_backend {

@@ -70,6 +70,17 @@ bool mask_tile(const fa_desc & d, const fa_args & a, int64_t s, int64_t j0, int6
     return any;
 }
 
+// The cells of the tile each token sees (vis[t * T + k], k < vis_n[t]) from mask_tile's values.
+void visible_cells(const fa_desc & d, int64_t nt, int64_t T, const float * mv, int32_t * vis, int64_t * vis_n) {
+    for (int64_t t = 0; t < d.n_tps; ++t) {
+        int64_t n = 0;
+        for (int64_t j = 0; j < nt; ++j) {
+            if (mv[t * T + j] != -INFINITY) vis[t * T + n++] = (int32_t) j;
+        }
+        vis_n[t] = n;
+    }
+}
+
 // Convert cell `cell` of `stream` to f32 into the tile buffer laid out [n_head_kv][T][head_dim] (tile slot j):
 // head-major so that one kv head's 32 rows are contiguous for the score and P.V loops.
 inline void convert_row_by_head(const kv_tensor & x, int64_t stream, int64_t cell, int64_t j, int64_t T, float * tile) {
@@ -98,6 +109,44 @@ void softmax_row(const fa_desc & d, int64_t r, float * srow, const float * mrow,
     m = mn;
 }
 
+// A token sees this tile sparsely when it sees at most half its cells (other sequences' cells of a unified cache, a
+// causal or SWA border): its rows then take Q.K and P.V over just those cells, as ggml's CPU kernel skips each
+// row's masked cells, instead of the whole tile.
+inline bool sparse_token(const fa_thread_scratch & w, const fa_desc & d, int64_t t, int64_t nt) {
+    return d.n_tps > 1 && 2 * w.vis_n[(size_t) t] <= nt;
+}
+
+// Rows [0, n) of w.qp/w.ap/w.rows/w.mrows over the whole tile: Q.K (AMX when `amx`: the rows are the group's in
+// amx_pack_q order), online softmax, P.V.
+void dense_rows(const fa_desc & d, const fa_args & a, bool amx, const char * packed, int64_t n,
+                const char * k0, const char * v0, size_t k_row, size_t v_row, int64_t nt, fa_thread_scratch & w,
+                cpu::prefetch_stream & pf) {
+    const int64_t T = w.tile;
+    float * sc = w.sc.data();
+    if (amx) {
+        cpu::fa_amx_qk_q8_0(packed, w.qp.data(), n, k0, k_row, nt, d.head_dim_k, sc, T, pf);
+    } else {
+        cpu::fa_group_qk(a.k.type, w.qp.data(), n, k0, k_row, nt, d.head_dim_k, sc, T, pf);
+    }
+    for (int64_t i = 0; i < n; ++i) softmax_row(d, w.rows[(size_t) i], sc + i * T, w.mrows[(size_t) i], nt, w.ap[(size_t) i], w);
+    cpu::fa_group_pv(a.v.type, w.ap.data(), sc, T, n, v0, v_row, nt, d.head_dim_v, w.live.data(), pf);
+}
+
+// Token t's rows (row_of[0..gqa)) over the cells it sees; scores in w.sc rows from `first`.
+void sparse_token_rows(const fa_desc & d, const fa_args & a, int64_t t, const float * const * qp, float * const * ap,
+                       const int64_t * rows, int64_t first, const char * k0, const char * v0, size_t k_row, size_t v_row,
+                       fa_thread_scratch & w, cpu::prefetch_stream & pf) {
+    const int64_t gqa = d.n_head / d.n_head_kv, T = w.tile, n = w.vis_n[(size_t) t];
+    if (n == 0) return;  // nothing seen: the rows keep their state
+    const int32_t * cells = w.vis.data() + t * T;
+    float * sc = w.sc.data() + first * T;
+    w.mvc.resize((size_t) T);
+    for (int64_t k = 0; k < n; ++k) w.mvc[(size_t) k] = w.mv[(size_t) (t * T + cells[k])];
+    cpu::fa_group_qk(a.k.type, qp, gqa, k0, k_row, n, d.head_dim_k, sc, T, pf, cells);
+    for (int64_t i = 0; i < gqa; ++i) softmax_row(d, rows[i], sc + i * T, w.mvc.data(), n, ap[i], w);
+    cpu::fa_group_pv(a.v.type, ap, sc, T, gqa, v0, v_row, n, d.head_dim_v, nullptr, pf, cells);
+}
+
 // One KV head's query rows (its GQA group x the stream's tokens) over one tile, K/V read in place
 // (fa_group.h). Row i of the group is token i / gqa, query head hk*gqa + i % gqa.
 void group_tile(const fa_desc & d, const fa_args & a, const fa_query & fq, int64_t s, int64_t j0, int64_t nt, int64_t nt_next,
@@ -106,14 +155,28 @@ void group_tile(const fa_desc & d, const fa_args & a, const fa_query & fq, int64
     const int64_t n_rows = gqa * d.n_tps;
     const int64_t T = w.tile;
     const size_t pstride = (size_t) (d.head_dim_v + 2);
-    w.qp.resize((size_t) n_rows);
+    for (auto * v : {&w.qp, &w.sq}) v->resize((size_t) n_rows);
     w.ap.resize((size_t) n_rows);
+    w.sa.resize((size_t) n_rows);
     w.rows.resize((size_t) n_rows);
+    w.srows.resize((size_t) n_rows);
+    w.mrows.resize((size_t) n_rows);
+    // rows of tokens that see the whole tile (or most of it) first, in group order; the sparse tokens' rows apart
+    int64_t n_dense = 0, n_sparse = 0;
     for (int64_t i = 0; i < n_rows; ++i) {
         const int64_t t = i / gqa, r = t * d.n_head + hk * gqa + i % gqa;
-        w.rows[(size_t) i] = r;
-        w.qp[(size_t) i] = fq.q + group_row(d, s, hk, i) * d.head_dim_k;
-        w.ap[(size_t) i] = part + (size_t) r * pstride + 2;
+        const float * q = fq.q + group_row(d, s, hk, i) * d.head_dim_k;
+        float * acc = part + (size_t) r * pstride + 2;
+        if (sparse_token(w, d, t, nt)) {
+            w.sq[(size_t) n_sparse] = q;
+            w.sa[(size_t) n_sparse] = acc;
+            w.srows[(size_t) n_sparse++] = r;
+        } else {
+            w.qp[(size_t) n_dense] = q;
+            w.ap[(size_t) n_dense] = acc;
+            w.rows[(size_t) n_dense] = r;
+            w.mrows[(size_t) n_dense++] = w.mv.data() + t * T;
+        }
     }
     const size_t k_row = a.k.row_bytes(), v_row = a.v.row_bytes();  // ggml_row_size is not free at this rate
     const char * k_tile = static_cast<const char *>(a.k.row(a.stream0 + s, j0));
@@ -134,17 +197,17 @@ void group_tile(const fa_desc & d, const fa_args & a, const fa_query & fq, int64
         const int64_t steps = std::max<int64_t>(1, cpu::fa_group_steps(n_rows, nt, d.head_dim_k, d.head_dim_v, fq.amx));
         pf.lines_per_step = (uint32_t) std::min<int64_t>(((lines << 16) + steps - 1) / steps, INT32_MAX);
     }
-    float * sc = w.sc.data();
-    if (fq.amx) {
-        const char * packed = fq.packed + (size_t) (s * d.n_head_kv + hk) * fq.packed_bytes;
-        cpu::fa_amx_qk_q8_0(packed, w.qp.data(), n_rows, k0, k_row, nt, d.head_dim_k, sc, T, pf);
-    } else {
-        cpu::fa_group_qk(a.k.type, w.qp.data(), n_rows, k0, k_row, nt, d.head_dim_k, sc, T, pf);
+    if (n_dense > 0) {
+        // AMX reads the group's rows as amx_pack_q packed them: all of them, or the FMA loops on the subset
+        const bool amx = fq.amx && n_dense == n_rows;
+        const char * packed = amx ? fq.packed + (size_t) (s * d.n_head_kv + hk) * fq.packed_bytes : nullptr;
+        dense_rows(d, a, amx, packed, n_dense, k0, v0, k_row, v_row, nt, w, pf);
     }
-    for (int64_t i = 0; i < n_rows; ++i) {
-        softmax_row(d, w.rows[(size_t) i], sc + i * T, w.mv.data() + (i / gqa) * T, nt, w.ap[(size_t) i], w);
+    for (int64_t i = 0; i < n_sparse; i += gqa) {
+        const int64_t t = w.srows[(size_t) i] / d.n_head;
+        sparse_token_rows(d, a, t, w.sq.data() + i, w.sa.data() + i, w.srows.data() + i, n_dense, k0, v0, k_row, v_row,
+                          w, pf);
     }
-    cpu::fa_group_pv(a.v.type, w.ap.data(), sc, T, n_rows, v0, v_row, nt, d.head_dim_v, w.live.data(), pf);
     pf.finish();
 }
 
@@ -176,6 +239,8 @@ void run_chunk(const fa_desc & d, const fa_args & a, fa_query fq, int64_t s, int
     w.m.assign((size_t) n_q, -INFINITY);
     w.l.assign((size_t) n_q, 0.0f);
     w.live.resize((size_t) T);
+    w.vis.resize((size_t) (d.n_tps * T));
+    w.vis_n.assign((size_t) d.n_tps, T);
     auto & kt = w.kt;
     auto & vt = w.vt;
     auto & sc = w.sc;
@@ -187,6 +252,7 @@ void run_chunk(const fa_desc & d, const fa_args & a, fa_query fq, int64_t s, int
     for (int64_t j0 = c0; j0 < c1; j0 += T) {
         const int64_t nt = std::min(T, c1 - j0);
         if (!mask_tile(d, a, s, j0, nt, T, mv.data(), live.data())) continue;  // fully masked: neither K nor V is read
+        if (grouped && d.n_tps > 1) visible_cells(d, nt, T, mv.data(), w.vis.data(), w.vis_n.data());
 
         if (grouped) {
             const int64_t nt_next = std::min(T, c1 - j0 - T);  // <= 0 on the chunk's last tile

@@ -114,9 +114,11 @@ __m512 qk_4x4(const float * const * q, const char * const * k, int64_t dk, prefe
     return reduce16(acc);
 }
 
-template <ggml_type T>
+// Cells: listed (a token's visible cells) or the tile's 0..nt-1; a template parameter so the whole-tile loops
+// compile exactly as without the list.
+template <ggml_type T, bool Listed>
 void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk, float * scores,
-        int64_t ld, prefetch_stream & pf) {
+        int64_t ld, prefetch_stream & pf, const int32_t * cells) {
     for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
         // a short last row block repeats its last row; those lanes are not stored
         const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
@@ -124,7 +126,10 @@ void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride,
         for (int r = 0; r < 4; ++r) qb[r] = q[std::min(r0 + r, n_rows - 1)];
         for (int64_t j = 0; j < nt; j += 4) {
             const char * kb[4];
-            for (int c = 0; c < 4; ++c) kb[c] = k0 + (size_t) std::min(j + c, nt - 1) * stride;
+            for (int c = 0; c < 4; ++c) {
+                const int64_t jj = std::min(j + c, nt - 1);
+                kb[c] = k0 + (size_t) (Listed ? cells[jj] : jj) * stride;
+            }
             const __m512 s = qk_4x4<T>(qb, kb, dk, pf);
             store_scores(s, scores, ld, r0, n_valid, j, nt);
         }
@@ -133,18 +138,18 @@ void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride,
 
 // 4 accumulator rows x 64 V elements in registers across the tile; each V vector is loaded and converted once
 // for the four rows.
-template <ggml_type T>
+template <ggml_type T, bool Listed>
 void pv_4x64(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
-             int64_t e0, const char * live, prefetch_stream & pf) {
+             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
     __m512 a[4][4];
     for (int r = 0; r < 4; ++r)
         for (int c = 0; c < 4; ++c) a[r][c] = r < n_valid ? _mm512_loadu_ps(acc[r] + e0 + 16 * c) : _mm512_setzero_ps();
     const float * p0 = p[0], * p1 = p[1], * p2 = p[2], * p3 = p[3];
     for (int64_t j = 0; j < nt; ++j) {
         pf.step();
-        if (!live[j]) continue;
+        if (!Listed && !live[j]) continue;
         __m512 v[4];
-        load64<T>(v0 + (size_t) j * stride, e0, v);
+        load64<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0, v);
         const __m512 w0 = _mm512_set1_ps(p0[j]), w1 = _mm512_set1_ps(p1[j]);
         const __m512 w2 = _mm512_set1_ps(p2[j]), w3 = _mm512_set1_ps(p3[j]);
         for (int c = 0; c < 4; ++c) {
@@ -158,23 +163,23 @@ void pv_4x64(float * const * acc, const float * const * p, int64_t n_valid, cons
         for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc[r] + e0 + 16 * c, a[r][c]);
 }
 
-template <ggml_type T>
+template <ggml_type T, bool Listed>
 void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
-             int64_t e0, const char * live, prefetch_stream & pf) {
+             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
     __m512 a[4];
     for (int r = 0; r < 4; ++r) a[r] = r < n_valid ? _mm512_loadu_ps(acc[r] + e0) : _mm512_setzero_ps();
     for (int64_t j = 0; j < nt; ++j) {
         pf.step();
-        if (!live[j]) continue;
-        const __m512 v = load16<T>(v0 + (size_t) j * stride, e0);
+        if (!Listed && !live[j]) continue;
+        const __m512 v = load16<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0);
         for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r][j]), v, a[r]);
     }
     for (int r = 0; r < n_valid; ++r) _mm512_storeu_ps(acc[r] + e0, a[r]);
 }
 
-template <ggml_type T>
+template <ggml_type T, bool Listed>
 void pv(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
-        int64_t dv, const char * live, prefetch_stream & pf) {
+        int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
     for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
         const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
         const float * pb[4];
@@ -185,8 +190,8 @@ void pv(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const 
             ab[r] = acc[rr];
         }
         int64_t e0 = 0;
-        for (; e0 + 64 <= dv; e0 += 64) pv_4x64<T>(ab, pb, n_valid, v0, stride, nt, e0, live, pf);
-        for (; e0 < dv; e0 += 16) pv_4x16<T>(ab, pb, n_valid, v0, stride, nt, e0, live, pf);
+        for (; e0 + 64 <= dv; e0 += 64) pv_4x64<T, Listed>(ab, pb, n_valid, v0, stride, nt, e0, live, cells, pf);
+        for (; e0 < dv; e0 += 16) pv_4x16<T, Listed>(ab, pb, n_valid, v0, stride, nt, e0, live, cells, pf);
     }
 }
 
@@ -199,24 +204,40 @@ bool fa_group_supported(ggml_type tk, ggml_type tv, int64_t head_dim_k, int64_t 
     return ok(tk) && ok(tv) && head_dim_k % 16 == 0 && head_dim_v % 16 == 0 && head_dim_k > 0 && head_dim_v > 0;
 }
 
+namespace {
+template <ggml_type T>
+void qk_any(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk,
+            float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
+    if (cells) return qk<T, true>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells);
+    qk<T, false>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, nullptr);
+}
+template <ggml_type T>
+void pv_any(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
+            int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
+    if (cells) return pv<T, true>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
+    pv<T, false>(acc, p, ld, n_rows, v0, stride, nt, dv, live, nullptr, pf);
+}
+}  // namespace
+
 void fa_group_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
-                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf) {
+                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
     switch (tk) {
-        case ggml_type::f32: return qk<ggml_type::f32>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf);
-        case ggml_type::f16: return qk<ggml_type::f16>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf);
-        case ggml_type::q8_0: return qk<ggml_type::q8_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf);
-        case ggml_type::q4_0: return qk<ggml_type::q4_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf);
+        case ggml_type::f32: return qk_any<ggml_type::f32>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
+        case ggml_type::f16: return qk_any<ggml_type::f16>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
+        case ggml_type::q8_0: return qk_any<ggml_type::q8_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
+        case ggml_type::q4_0: return qk_any<ggml_type::q4_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
         default: return;
     }
 }
 
 void fa_group_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
-                 size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf) {
+                 size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf,
+                 const int32_t * cells) {
     switch (tv) {
-        case ggml_type::f32: return pv<ggml_type::f32>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf);
-        case ggml_type::f16: return pv<ggml_type::f16>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf);
-        case ggml_type::q8_0: return pv<ggml_type::q8_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf);
-        case ggml_type::q4_0: return pv<ggml_type::q4_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf);
+        case ggml_type::f32: return pv_any<ggml_type::f32>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
+        case ggml_type::f16: return pv_any<ggml_type::f16>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
+        case ggml_type::q8_0: return pv_any<ggml_type::q8_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
+        case ggml_type::q4_0: return pv_any<ggml_type::q4_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
         default: return;
     }
 }
@@ -225,9 +246,9 @@ void fa_group_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld,
 
 bool fa_group_supported(ggml_type, ggml_type, int64_t, int64_t) { return false; }
 void fa_group_qk(ggml_type, const float * const *, int64_t, const char *, size_t, int64_t, int64_t, float *, int64_t,
-                 prefetch_stream &) {}
+                 prefetch_stream &, const int32_t *) {}
 void fa_group_pv(ggml_type, float * const *, const float *, int64_t, int64_t, const char *, size_t, int64_t, int64_t,
-                 const char *, prefetch_stream &) {}
+                 const char *, prefetch_stream &, const int32_t *) {}
 
 #endif
 

@@ -55,13 +55,16 @@ bool fa_group_supported(ggml_type tk, ggml_type tv, int64_t head_dim_k, int64_t 
 
 // scores[r * ld + j] = dot(q[r], K_j) for r < n_rows, j < nt, where K_j is head_dim_k elements at k0 + j*stride.
 // Computed for every j < nt, dead cells included (the caller masks them): only memory inside the tile is read.
+// cells: when set, K_j is the row of cell cells[j] (k0 + cells[j]*stride), a token's visible cells only.
 void fa_group_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
-                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf);
+                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells = nullptr);
 
 // acc[r][e] += sum_j p[r * ld + j] * V_j[e] for r < n_rows, e < head_dim_v, over the cells j < nt with live[j]
-// != 0 (dead cells are never read, so garbage there cannot turn 0 * NaN into NaN).
+// != 0 (dead cells are never read, so garbage there cannot turn 0 * NaN into NaN). cells: as fa_group_qk (V_j at
+// v0 + cells[j]*stride); live may then be null (every listed cell is read).
 void fa_group_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
-                 size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf);
+                 size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf,
+                 const int32_t * cells = nullptr);
 
 // Prefetch steps of fa_group_qk (or fa_amx_qk_q8_0 when qk_amx) + fa_group_pv for these sizes: one per 16
 // elements of 4 query rows x 4 cells in Q.K (AMX: one per q8_0 block of 16 cells), one per cell and 64 elements
