@@ -63,6 +63,22 @@ void check_reports(const scratch_dir & out, bool request_trace, size_t n_request
         CHECK(bw.second > 0);
         CHECK(bw.second == s.at("bandwidth").at("ubatches_timed").get<size_t>());
         CHECK(rows_match_header(out / "bandwidth.csv"));
+        // the summary's split by query tokens per stream counts the same rows as bandwidth.csv
+        std::ifstream f(out / "bandwidth.csv");
+        std::string line;
+        std::getline(f, line);
+        size_t one = 0, more = 0;
+        while (std::getline(f, line)) {
+            std::vector<std::string> col;
+            std::stringstream ls(line);
+            for (std::string c; std::getline(ls, c, ',');) col.push_back(c);
+            REQUIRE(col.size() > 5);  // step,sim_time_s,cache,n_kv,tokens,n_stream,...
+            (std::stoul(col[4]) <= std::stoul(col[5]) ? one : more)++;
+        }
+        const json & by = s.at("bandwidth").at("attention_by_tokens");
+        CHECK(by.at("one_per_stream").at("ubatches").get<size_t>() == one);
+        CHECK(by.at("several_per_stream").at("ubatches").get<size_t>() == more);
+        CHECK(one + more == bw.second);
     } else {
         CHECK_FALSE(fs::exists(out / "bandwidth.csv"));
     }

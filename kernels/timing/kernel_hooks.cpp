@@ -348,6 +348,26 @@ void kernel_hooks::time_step(cache_buffers & b, const slot_info & sinfo, const u
     }
 }
 
+// Timed ubatches of one kind: decode (one query token per stream, the memory-bound case kvbench measures) or
+// several tokens per stream (prompt chunks, sequences decoding together in a unified cache: more arithmetic per
+// byte, so their GB/s is not a bandwidth efficiency).
+struct attn_class {
+    size_t ubatches = 0;
+    double ns = 0, bytes = 0;
+    double gbs() const { return ns > 0 ? bytes / ns : 0; }
+};
+
+std::pair<attn_class, attn_class> split_by_tokens(const std::vector<bandwidth_row> & rows) {
+    attn_class one, more;
+    for (const auto & r : rows) {
+        attn_class & c = r.tokens <= r.n_stream ? one : more;
+        ++c.ubatches;
+        c.ns += r.attn_ns;
+        c.bytes += (double) r.kv_bytes;
+    }
+    return {one, more};
+}
+
 nlohmann::json kernel_hooks::summary() const {
     std::vector<double> fr;
     double mask_ns = 0;
@@ -357,6 +377,12 @@ nlohmann::json kernel_hooks::summary() const {
     }
     std::sort(fr.begin(), fr.end());
     const double gbs = attn_ns_total_ > 0 ? kv_bytes_total_ / attn_ns_total_ : 0;
+    const auto [one, more] = split_by_tokens(rows_);
+    const auto class_json = [&](const attn_class & c) {
+        return nlohmann::json{{"ubatches", c.ubatches}, {"attention_seconds", c.ns * 1e-9}, {"gbs", c.gbs()},
+                              {"frac_of_limit", limit_.read_gbs > 0 ? c.gbs() / limit_.read_gbs : 0}};
+    };
+    const nlohmann::json by_tokens = {{"one_per_stream", class_json(one)}, {"several_per_stream", class_json(more)}};
     nlohmann::json j = {
         {"backend", be_->kind() == backend_kind::cpu ? "cpu" : "cuda"},
         {"threads", threads()},
@@ -369,6 +395,7 @@ nlohmann::json kernel_hooks::summary() const {
         {"attention_gbs", gbs},
         {"attention_frac_of_limit", limit_.read_gbs > 0 ? gbs / limit_.read_gbs : 0},
         {"attention_frac_median", fr.empty() ? 0.0 : fr[fr.size() / 2]},
+        {"attention_by_tokens", by_tokens},
         {"mask_ns_mean", rows_.empty() ? 0.0 : mask_ns / (double) rows_.size()},
         {"k_shift_events", shift_events_},
         {"k_shift_null_rotation_hazards", shift_hazards_},
@@ -380,13 +407,18 @@ nlohmann::json kernel_hooks::summary() const {
 
 std::vector<std::pair<std::string, std::string>> kernel_hooks::terminal_rows() const {
     const double gbs = attn_ns_total_ > 0 ? kv_bytes_total_ / attn_ns_total_ : 0;
+    const auto [one, more] = split_by_tokens(rows_);
+    const auto pct = [&](double g) { return limit_.read_gbs > 0 ? 100.0 * g / limit_.read_gbs : 0.0; };
     std::vector<std::pair<std::string, std::string>> rows = {
         {"measured limit", probe_.measure ? fmt::format("{:.1f} GB/s {}", limit_.read_gbs, probe_.what)
                                           : fmt::format("{:.1f} GB/s read, {:.1f} GB/s copy ({} threads)", limit_.read_gbs,
                                                         limit_.copy_gbs, threads())},
         {"attention (measured)", fmt::format("{} of {} ubatches timed, {:.2f} GB/s = {:.0f}% of the {} limit", rows_.size(),
-                                             n_seen_, gbs, limit_.read_gbs > 0 ? 100.0 * gbs / limit_.read_gbs : 0.0,
-                                             probe_.measure ? probe_.what : "read")},
+                                             n_seen_, gbs, pct(gbs), probe_.measure ? probe_.what : "read")},
+        {"  1 token per stream", fmt::format("{} ubatches, {:.3f} s, {:.2f} GB/s = {:.0f}%", one.ubatches, one.ns * 1e-9,
+                                            one.gbs(), pct(one.gbs()))},
+        {"  more tokens", fmt::format("{} ubatches, {:.3f} s, {:.2f} GB/s (more arithmetic per byte)", more.ubatches,
+                                     more.ns * 1e-9, more.gbs())},
         {"K-shift events", fmt::format("{}{}", shift_events_,
                                        shift_hazards_ ? fmt::format(" ({} with upstream's null-rotation hazard)", shift_hazards_) : "")},
     };
