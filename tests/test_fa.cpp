@@ -164,6 +164,34 @@ TEST_CASE("multi-sequence unified stream: tokens that see a fraction of each til
     }
 }
 
+// A prompt chunk: tokens x GQA group >= 16 rows per KV head convert the head's K/V tile to f32 once and run the f32
+// loops (cpu_flash_attn.cpp, f32_tile_min_rows); causal, with holes, every KV type, q8_0 K on AMX and FMA.
+TEST_CASE("prompt chunks: many query rows per KV head") {
+    cpu_backend be(2);
+    uint32_t seed = 500;
+    for (ggml_type t : {ggml_type::f32, ggml_type::f16, ggml_type::q8_0, ggml_type::q4_0}) {
+        for (int64_t gqa : {1, 4, 8}) {
+            for (bool amx : {true, false}) {
+                fa_case c;
+                c.tk = c.tv = t;
+                c.gqa = gqa;
+                c.n_tps = gqa == 1 ? 40 : 21;  // 40 / 84 / 168 rows per KV head
+                c.n_kv = 300 + (int64_t) (seed * 53 % 900);
+                c.hole_every = seed % 3 ? 5 : 0;
+                c.rot = ggml_is_quantized(t) && seed % 2 == 0;
+                c.amx = amx;
+                run_case(c, be, seed++);
+            }
+        }
+    }
+    fa_case mixed;  // f16 K with q8_0 V, two streams
+    mixed.tv = ggml_type::q8_0;
+    mixed.n_tps = 17;
+    mixed.n_stream = 2;
+    mixed.n_kv = 777;
+    run_case(mixed, be, 599);
+}
+
 TEST_CASE("n_kv edge sizes: 1, tile +- 1, large split-KV") {
     cpu_backend be(2);
     for (int64_t n : {1, 31, 32, 33, 257, 4097}) {

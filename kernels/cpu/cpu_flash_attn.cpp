@@ -116,6 +116,19 @@ inline bool sparse_token(const fa_thread_scratch & w, const fa_desc & d, int64_t
     return d.n_tps > 1 && 2 * w.vis_n[(size_t) t] <= nt;
 }
 
+// From this many rows on (a prompt chunk: tokens x GQA group), one KV head's K and V rows of the tile are
+// converted to f32 once and the f32 loops run on them: the in-register conversion of fa_group.h is repeated for
+// every block of 4 rows (docs/kernels.md, measured gains).
+constexpr int64_t f32_tile_min_rows = 16;
+
+// The tile's rows of one KV head (head_dim elements each at h0 + j * row) as f32, [nt][head_dim] (dead cells
+// converted too; they are masked or skipped).
+const char * head_tile_f32(const kv_tensor & x, const char * h0, size_t row, int64_t nt, std::vector<float> & buf) {
+    buf.resize((size_t) (nt * x.head_dim));
+    for (int64_t j = 0; j < nt; ++j) cpu::row_to_f32_fast(x.type, h0 + (size_t) j * row, buf.data() + j * x.head_dim, x.head_dim);
+    return reinterpret_cast<const char *>(buf.data());
+}
+
 // Rows [0, n) of w.qp/w.ap/w.rows/w.mrows over the whole tile: Q.K (AMX when `amx`: the rows are the group's in
 // amx_pack_q order), online softmax, P.V.
 void dense_rows(const fa_desc & d, const fa_args & a, bool amx, const char * packed, int64_t n,
@@ -123,13 +136,23 @@ void dense_rows(const fa_desc & d, const fa_args & a, bool amx, const char * pac
                 cpu::prefetch_stream & pf) {
     const int64_t T = w.tile;
     float * sc = w.sc.data();
+    const bool f32_tile = n >= f32_tile_min_rows;
     if (amx) {
         cpu::fa_amx_qk_q8_0(packed, w.qp.data(), n, k0, k_row, nt, d.head_dim_k, sc, T, pf);
+    } else if (f32_tile && a.k.type != ggml_type::f32) {
+        const char * kf = head_tile_f32(a.k, k0, k_row, nt, w.kt);
+        cpu::fa_group_qk(ggml_type::f32, w.qp.data(), n, kf, (size_t) d.head_dim_k * sizeof(float), nt, d.head_dim_k, sc, T, pf);
     } else {
         cpu::fa_group_qk(a.k.type, w.qp.data(), n, k0, k_row, nt, d.head_dim_k, sc, T, pf);
     }
     for (int64_t i = 0; i < n; ++i) softmax_row(d, w.rows[(size_t) i], sc + i * T, w.mrows[(size_t) i], nt, w.ap[(size_t) i], w);
-    cpu::fa_group_pv(a.v.type, w.ap.data(), sc, T, n, v0, v_row, nt, d.head_dim_v, w.live.data(), pf);
+    if (f32_tile && a.v.type != ggml_type::f32) {
+        const char * vf = head_tile_f32(a.v, v0, v_row, nt, w.vt);
+        cpu::fa_group_pv(ggml_type::f32, w.ap.data(), sc, T, n, vf, (size_t) d.head_dim_v * sizeof(float), nt, d.head_dim_v,
+                         w.live.data(), pf);
+    } else {
+        cpu::fa_group_pv(a.v.type, w.ap.data(), sc, T, n, v0, v_row, nt, d.head_dim_v, w.live.data(), pf);
+    }
 }
 
 // Token t's rows (row_of[0..gqa)) over the cells it sees; scores in w.sc rows from `first`.
