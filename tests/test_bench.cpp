@@ -580,6 +580,60 @@ TEST_CASE("sweep grammar: --shard range checks show the text typed") {
     CHECK_MESSAGE(r.err.find("'0/4294967297'") != std::string::npos, r.err);
 }
 
+// Found by a hostile-input pass (2026-11-30): get<int>() of 1e308 was an out-of-range float-to-int conversion
+// (undefined behaviour; merged with exit 0 as copies -2147483648), type errors did not name the field, impossible
+// values merged, SVG text was not escaped, and a failing third output file left the first two written.
+TEST_CASE("kvbench.json fields: whole numbers in range, typed, plausible; outputs escaped and written together") {
+    const sweep_config c = tiny_config();
+    const sweep_output a = fake_shard(c, {0, 1});
+    const auto read_error = [&](const std::function<void(nlohmann::json &)> & edit) {
+        nlohmann::json j = to_json(a);
+        edit(j);
+        try {
+            (void) sweep_output_from_json(j);
+        } catch (const std::exception & e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    };
+    has(read_error([](nlohmann::json & j) { j["points"][0]["copies"] = 1e308; }),
+        "points[0].copies is 1e+308; expected a whole number");
+    has(read_error([](nlohmann::json & j) { j["points"][1]["kv_bytes"] = -1; }), "points[1].kv_bytes is -1");
+    has(read_error([](nlohmann::json & j) { j["points"][0]["flash_attn"]["n"] = 2.5; }), "points[0].flash_attn.n is 2.5");
+    has(read_error([](nlohmann::json & j) { j["points"][0]["adj_frac"] = nullptr; }), "points[0].adj_frac is null; expected a number");
+    has(read_error([](nlohmann::json & j) { j["points"][0]["kv_type"] = 7; }), "points[0].kv_type is 7; expected a string");
+    has(read_error([](nlohmann::json & j) { j["machine"]["cores"] = 1e19; }), "machine.cores is 1e+19");
+    has(read_error([](nlohmann::json & j) { j["config"]["ctx"] = {512, 1e308}; }), "config.ctx[1] is 1e+308");
+    has(read_error([](nlohmann::json & j) { j["config"]["threads"] = "2"; }), "config.threads is \"2\"");
+    has(read_error([](nlohmann::json & j) { j["limits"][0]["shard"] = -1e300; }), "limits[0].shard is -1e+300");
+    CHECK(read_error([](nlohmann::json & j) { j["points"][0]["copies"] = 3.0; }) == "(no error)");  // a whole float
+
+    sweep_output x = a;
+    x.results[0].adj_frac = 1e308;
+    has(merge_error({x}), "adj_frac is 1e+308; it must be a finite number in [0, 1000]");
+    x = a;
+    x.results[0].fa.median_ns = 0;
+    has(merge_error({x}), "measured times must satisfy 0 < min <= median <= max");
+    x = a;
+    x.limits[0].read_gbs = 1e9;
+    has(merge_error({x}), "read_gbs is 1000000000; it must be a finite number in [0, 1e+06]");
+
+    scratch_dir dir("bench_hostile_outputs");
+    x = a;
+    x.machine.cpu_model = "</text><script>alert(1)</script>&";
+    write_outputs(dir / "esc", x);
+    std::ifstream svg(dir / "esc/kvbench.svg");
+    const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+    CHECK(text.find("<script>") == std::string::npos);
+    CHECK(text.find("&lt;/text&gt;&lt;script&gt;alert(1)&lt;/script&gt;&amp;") != std::string::npos);
+
+    fs::create_directories(dir / "oz/kvbench.svg");  // the third file cannot land: none of them may
+    CHECK_THROWS(write_outputs(dir / "oz", a));
+    CHECK_FALSE(fs::exists(dir / "oz/kvbench.csv"));
+    CHECK_FALSE(fs::exists(dir / "oz/kvbench.json"));
+    CHECK_THROWS_AS(check_output_dir("--out", dir / "oz"), input_error);  // refused before a sweep measures
+}
+
 TEST_CASE("merge refuses unknown statuses, negative or non-finite bandwidths and a missing limit, naming the file") {
     const sweep_config c = tiny_config();
     const sweep_output a = fake_shard(c, {0, 2}), b = fake_shard(c, {1, 2});

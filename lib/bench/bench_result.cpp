@@ -1,6 +1,7 @@
 #include "bench/bench_result.h"
 
 #include "util/errors.h"
+#include "util/json_read.h"
 
 #include <unistd.h>
 
@@ -80,9 +81,13 @@ nlohmann::json stats_json(const time_stats & t) {
     return {{"min_ns", t.min_ns}, {"median_ns", t.median_ns}, {"max_ns", t.max_ns}, {"n", t.n}};
 }
 
-time_stats stats_from(const nlohmann::json & j) {
-    return {j.at("min_ns").get<double>(), j.at("median_ns").get<double>(), j.at("max_ns").get<double>(),
-            j.at("n").get<int>()};
+time_stats stats_from(const nlohmann::json & j, const std::string & where) {
+    return {json_get<double>(j, "min_ns", where), json_get<double>(j, "median_ns", where),
+            json_get<double>(j, "max_ns", where), json_int<int>(j, "n", where)};
+}
+
+const nlohmann::json & json_at(const nlohmann::json & j, const char * key, const std::string & where) {
+    return json_read_detail::field(j, key, where);
 }
 
 nlohmann::json point_json(const point_result & r) {
@@ -115,27 +120,28 @@ nlohmann::json point_json(const point_result & r) {
             {"ref_ratio", r.ref_ratio()}};
 }
 
-point_result point_from(const nlohmann::json & j) {
+point_result point_from(const nlohmann::json & j, const std::string & w) {
     point_result r;
-    r.point = {j.at("index").get<int64_t>(), j.at("ctx").get<int64_t>(),
-               parse_ggml_type(j.at("kv_type").get<std::string>()), j.at("batch").get<int64_t>()};
-    r.status = j.at("status").get<std::string>();
-    r.note = j.at("note").get<std::string>();
-    r.kv_bytes = j.at("kv_bytes").get<size_t>();
-    r.mask_bytes = j.at("mask_bytes").get<size_t>();
-    r.kshift_bytes = j.at("kshift_bytes").get<size_t>();
-    r.copies = j.at("copies").get<int>();
-    r.limit_read_gbs = j.at("limit_read_gbs").get<double>();
-    r.adj_read_gbs = j.value("adj_read_gbs", 0.0);  // absent in runs written before it existed
-    r.adj_frac = j.value("adj_frac", 0.0);
-    r.fa = stats_from(j.at("flash_attn"));
-    r.mask_full = stats_from(j.at("mask_full"));
-    r.mask_update = stats_from(j.at("mask_update"));
-    r.kshift = stats_from(j.at("k_shift"));
-    r.eigen = stats_from(j.at("eigen"));
-    r.ref = stats_from(j.at("reference"));
-    r.err_vs_eigen = j.at("err_vs_eigen").get<double>();
-    r.err_vs_ref = j.at("err_vs_ref").get<double>();
+    r.point = {json_int<int64_t>(j, "index", w), json_int<int64_t>(j, "ctx", w),
+               parse_ggml_type(json_get<std::string>(j, "kv_type", w)), json_int<int64_t>(j, "batch", w)};
+    r.status = json_get<std::string>(j, "status", w);
+    r.note = json_get<std::string>(j, "note", w);
+    r.kv_bytes = json_int<size_t>(j, "kv_bytes", w);
+    r.mask_bytes = json_int<size_t>(j, "mask_bytes", w);
+    r.kshift_bytes = json_int<size_t>(j, "kshift_bytes", w);
+    r.copies = json_int<int>(j, "copies", w);
+    r.limit_read_gbs = json_get<double>(j, "limit_read_gbs", w);
+    // absent in runs written before they existed
+    r.adj_read_gbs = j.contains("adj_read_gbs") ? json_get<double>(j, "adj_read_gbs", w) : 0.0;
+    r.adj_frac = j.contains("adj_frac") ? json_get<double>(j, "adj_frac", w) : 0.0;
+    r.fa = stats_from(json_at(j, "flash_attn", w), w + "flash_attn.");
+    r.mask_full = stats_from(json_at(j, "mask_full", w), w + "mask_full.");
+    r.mask_update = stats_from(json_at(j, "mask_update", w), w + "mask_update.");
+    r.kshift = stats_from(json_at(j, "k_shift", w), w + "k_shift.");
+    r.eigen = stats_from(json_at(j, "eigen", w), w + "eigen.");
+    r.ref = stats_from(json_at(j, "reference", w), w + "reference.");
+    r.err_vs_eigen = json_get<double>(j, "err_vs_eigen", w);
+    r.err_vs_ref = json_get<double>(j, "err_vs_ref", w);
     return r;
 }
 
@@ -213,20 +219,25 @@ sweep_output sweep_output_from_json(const nlohmann::json & j) {
         if (j.at("schema").get<std::string>() != "kvbench-sweep/1") throw std::runtime_error("unknown schema");
         o.config = config_from_json(j.at("config"));
         const auto & m = j.at("machine");
-        o.machine = {m.at("cpu_model").get<std::string>(), m.at("cores").get<int>(), m.at("gpu").get<std::string>(),
-                     m.at("build_type").get<std::string>(), m.at("git_commit").get<std::string>(),
-                     m.at("date").get<std::string>(), m.at("host").get<std::string>()};
+        const std::string mw = "machine.";
+        o.machine = {json_get<std::string>(m, "cpu_model", mw), json_int<int>(m, "cores", mw),
+                     json_get<std::string>(m, "gpu", mw), json_get<std::string>(m, "build_type", mw),
+                     json_get<std::string>(m, "git_commit", mw), json_get<std::string>(m, "date", mw),
+                     json_get<std::string>(m, "host", mw)};
+        size_t i = 0;
         for (const auto & l : j.at("limits")) {
-            o.limits.push_back({l.at("shard").get<int>(), l.at("host").get<std::string>(),
-                                l.at("read_gbs").get<double>(), l.at("copy_gbs").get<double>()});
+            const std::string lw = fmt::format("limits[{}].", i++);
+            o.limits.push_back({json_int<int>(l, "shard", lw), json_get<std::string>(l, "host", lw),
+                                json_get<double>(l, "read_gbs", lw), json_get<double>(l, "copy_gbs", lw)});
         }
-        for (const auto & p : j.at("points")) o.results.push_back(point_from(p));
+        i = 0;
+        for (const auto & p : j.at("points")) o.results.push_back(point_from(p, fmt::format("points[{}].", i++)));
         o.notes = j.at("notes").get<std::vector<std::string>>();
         o.interrupted = j.at("interrupted").get<bool>();
     } catch (const nlohmann::json::exception & e) {
-        throw std::runtime_error(fmt::format("kvbench.json: {}", e.what()));
+        throw std::runtime_error(fmt::format("kvbench sweep output: {}", e.what()));
     } catch (const std::invalid_argument & e) {
-        throw std::runtime_error(fmt::format("kvbench.json: {}", e.what()));
+        throw std::runtime_error(fmt::format("kvbench sweep output: {}", e.what()));
     }
     return o;
 }
@@ -287,9 +298,12 @@ void check_shard_complete(const sweep_output & p, const std::string & name, cons
 }
 
 // A number read from a shard that must be finite and >= 0 (a bandwidth, a time, a count).
-void check_value(double v, const std::string & name, const std::string & what) {
-    if (!std::isfinite(v) || v < 0) {
-        throw usage_error(fmt::format("kvbench merge: {}: {} is {}; it must be a finite number >= 0", name, what, v));
+// hi: the largest value a run can produce (1e6 GB/s for a bandwidth, 1e3 for a ratio to the probe); a larger one
+// would print as inf or break the table's columns.
+void check_value(double v, const std::string & name, const std::string & what, double hi = 1e300) {
+    if (!std::isfinite(v) || v < 0 || v > hi) {
+        throw usage_error(fmt::format("kvbench merge: {}: {} is {}; it must be a finite number in [0, {:g}]", name, what,
+                                      v, hi));
     }
 }
 
@@ -298,6 +312,11 @@ void check_stats(const time_stats & t, const std::string & name, const std::stri
     check_value(t.median_ns, name, what + ".median_ns");
     check_value(t.max_ns, name, what + ".max_ns");
     check_value(t.n, name, what + ".n");
+    if (t.n > 0 && !(t.min_ns > 0 && t.min_ns <= t.median_ns && t.median_ns <= t.max_ns)) {
+        throw usage_error(fmt::format("kvbench merge: {}: {} has n {} and min/median/max {}/{}/{} ns; measured times "
+                                      "must satisfy 0 < min <= median <= max",
+                                      name, what, t.n, t.min_ns, t.median_ns, t.max_ns));
+    }
 }
 
 // The values a writer produces: status ok/skipped (the only two bench_point_run and run_sweep write), finite
@@ -307,8 +326,8 @@ void check_shard_values(const sweep_output & p, const std::string & name) {
     bool own_limit = false;
     for (const run_limit & l : p.limits) {
         const std::string where = fmt::format("limit of shard {}", l.shard);
-        check_value(l.read_gbs, name, where + ": read_gbs");
-        check_value(l.copy_gbs, name, where + ": copy_gbs");
+        check_value(l.read_gbs, name, where + ": read_gbs", 1e6);
+        check_value(l.copy_gbs, name, where + ": copy_gbs", 1e6);
         own_limit = own_limit || l.shard == s.index;
     }
     if (!own_limit) {
@@ -322,9 +341,9 @@ void check_shard_values(const sweep_output & p, const std::string & name) {
                                           r.point.index, r.status));
         }
         const std::string pt = fmt::format("point {}: ", r.point.index);
-        check_value(r.limit_read_gbs, name, pt + "limit_read_gbs");
-        check_value(r.adj_read_gbs, name, pt + "adj_read_gbs");
-        check_value(r.adj_frac, name, pt + "adj_frac");
+        check_value(r.limit_read_gbs, name, pt + "limit_read_gbs", 1e6);
+        check_value(r.adj_read_gbs, name, pt + "adj_read_gbs", 1e6);
+        check_value(r.adj_frac, name, pt + "adj_frac", 1e3);
         check_stats(r.fa, name, pt + "flash_attn");
         check_stats(r.mask_full, name, pt + "mask_full");
         check_stats(r.mask_update, name, pt + "mask_update");

@@ -2,6 +2,7 @@
 
 #include "util/atomic_file.h"
 #include "util/errors.h"
+#include "util/xml_escape.h"
 
 #include <fmt/ostream.h>
 
@@ -147,7 +148,8 @@ void write_svg(std::ostream & os, const sweep_output & o) {
                W, H, W, H);
     fmt::print(os, "<text x='{}' y='20' font-size='13' text-anchor='middle'>kvbench: {} decode attention, {}, {} threads, "
                    "{} ({})</text>\n",
-               W / 2, o.config.model, o.config.backend, o.config.threads, o.machine.cpu_model, o.machine.date.substr(0, 10));
+               W / 2, xml_escape(o.config.model), xml_escape(o.config.backend), o.config.threads,
+               xml_escape(o.machine.cpu_model), xml_escape(o.machine.date.substr(0, 10)));
     draw_axes(os, pt, "flash-attention time per call (median)", "time (us, log10)", true);
     draw_axes(os, pg, "K+V read bandwidth (median)", "GB/s", false);
     if (roof > 0) {
@@ -185,15 +187,15 @@ void write_svg(std::ostream & os, const sweep_output & o) {
 void write_outputs(const std::string & dir, const sweep_output & o) {
     std::filesystem::create_directories(dir);
     const std::filesystem::path d(dir);
+    // all three written and closed before any is renamed into place: a failure leaves none of them
     atomic_file csv((d / "kvbench.csv").string());
     write_csv(csv.out(), o);
-    csv.commit();
     atomic_file js((d / "kvbench.json").string());
     js.out() << to_json(o).dump(2) << '\n';
-    js.commit();
     atomic_file svg((d / "kvbench.svg").string());
     write_svg(svg.out(), o);
-    svg.commit();
+    for (atomic_file * f : {&csv, &js, &svg}) f->finish();
+    for (atomic_file * f : {&csv, &js, &svg}) f->commit();
 }
 
 void check_output_dir(const std::string & option, const std::string & dir) {
@@ -218,6 +220,12 @@ void check_output_dir(const std::string & option, const std::string & dir) {
                 throw input_error(option, 0, dir,
                                   q == p ? std::string("the output directory is not writable")
                                          : fmt::format("cannot create it: {} is not writable", q.string()));
+            }
+            // the files it will hold must not be directories (a rename onto one fails after the work is done)
+            for (const char * f : {"kvbench.csv", "kvbench.json", "kvbench.svg"}) {
+                if (q == p && fs::is_directory(p / f, ec)) {
+                    throw input_error(option, 0, dir, fmt::format("{} is a directory", (p / f).string()));
+                }
             }
             return;
         }

@@ -1,4 +1,5 @@
 #include "bench/sweep_spec.h"
+#include "util/json_read.h"
 
 #include "util/errors.h"
 
@@ -238,24 +239,25 @@ nlohmann::json config_to_json(const sweep_config & c) {
 sweep_config config_from_json(const nlohmann::json & j) {
     sweep_config c;
     try {
-        c.ctx = j.at("ctx").get<std::vector<int64_t>>();
+        c.ctx = json_int_array<int64_t>(j, "ctx", "config.");
         c.kv_types.clear();
         for (const auto & t : j.at("kv_types")) c.kv_types.push_back(parse_ggml_type(t.get<std::string>()));
-        c.batch = j.at("batch").get<std::vector<int64_t>>();
+        c.batch = json_int_array<int64_t>(j, "batch", "config.");
         c.model = j.at("model").get<std::string>();
-        c.head_dim = j.at("head_dim").get<int64_t>();
-        c.n_head = j.at("n_head").get<int64_t>();
-        c.n_head_kv = j.at("n_head_kv").get<int64_t>();
-        c.rope_neox = j.at("rope_neox").get<bool>();
-        c.rope_freq_base = j.at("rope_freq_base").get<float>();
-        c.backend = j.at("backend").get<std::string>();
-        c.threads = j.at("threads").get<int>();
-        c.repeats = j.at("repeats").get<int>();
-        c.max_buffer_bytes = j.at("max_buffer_bytes").get<size_t>();
-        c.rotate_bytes = j.at("rotate_bytes").get<size_t>();
-        c.eigen_max_bytes = j.at("eigen_max_bytes").get<size_t>();
-        c.ref_max_cells = j.at("ref_max_cells").get<int64_t>();
-        c.limit_bytes = j.at("limit_bytes").get<size_t>();
+        const std::string w = "config.";
+        c.head_dim = json_int<int64_t>(j, "head_dim", w);
+        c.n_head = json_int<int64_t>(j, "n_head", w);
+        c.n_head_kv = json_int<int64_t>(j, "n_head_kv", w);
+        c.rope_neox = json_get<bool>(j, "rope_neox", w);
+        c.rope_freq_base = (float) json_get<double>(j, "rope_freq_base", w);
+        c.backend = json_get<std::string>(j, "backend", w);
+        c.threads = json_int<int>(j, "threads", w);
+        c.repeats = json_int<int>(j, "repeats", w);
+        c.max_buffer_bytes = json_int<size_t>(j, "max_buffer_bytes", w);
+        c.rotate_bytes = json_int<size_t>(j, "rotate_bytes", w);
+        c.eigen_max_bytes = json_int<size_t>(j, "eigen_max_bytes", w);
+        c.ref_max_cells = json_int<int64_t>(j, "ref_max_cells", w);
+        c.limit_bytes = json_int<size_t>(j, "limit_bytes", w);
         c.shard = parse_shard(j.at("shard").get<std::string>());
     } catch (const nlohmann::json::exception & e) {
         throw std::runtime_error(fmt::format("kvbench config: {}", e.what()));

@@ -1,4 +1,5 @@
 #include "report/html_report.h"
+#include "util/xml_escape.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,20 +17,7 @@ const char * const k_seq_colors[12] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728
                                        "#e377c2", "#17becf", "#bcbd22", "#393b79", "#e7ba52", "#637939"};
 constexpr const char * k_shared_color = "#9e9e9e";
 
-std::string esc(const std::string & s) {
-    std::string o;
-    o.reserve(s.size());
-    for (char c : s) {
-        switch (c) {
-            case '&': o += "&amp;"; break;
-            case '<': o += "&lt;"; break;
-            case '>': o += "&gt;"; break;
-            case '"': o += "&quot;"; break;
-            default: o += c;
-        }
-    }
-    return o;
-}
+std::string esc(const std::string & s) { return xml_escape(s); }
 
 std::string num(double v) {
     if (v == 0) return "0";

@@ -1,0 +1,88 @@
+// Reading fields of a JSON document we wrote (kvbench.json) back without trusting it: each field is named in the
+// error, integers must be whole numbers inside the target type's range (nlohmann's get<int>() of 1e308 is an
+// out-of-range float-to-int conversion, undefined behaviour), and the offending value is shown.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace kvsim {
+
+namespace json_read_detail {
+[[noreturn]] inline void bad(const std::string & name, const nlohmann::json & v, const char * want) {
+    std::string s = v.dump();
+    if (s.size() > 40) s = s.substr(0, 37) + "...";
+    throw std::runtime_error(name + " is " + s + "; expected " + want);
+}
+inline const nlohmann::json & field(const nlohmann::json & j, const char * key, const std::string & where) {
+    const auto it = j.is_object() ? j.find(key) : j.end();
+    if (it == j.end()) throw std::runtime_error(where + key + " is missing");
+    return *it;
+}
+}  // namespace json_read_detail
+
+// v as the integer type T; name labels it in the error. Throws std::runtime_error "<name> is <value>; expected
+// ..." when v is not a number, not whole or outside T's range.
+template <class T>
+T json_int_value(const nlohmann::json & v, const std::string & name) {
+    static_assert(std::is_integral_v<T>);
+    const char * want = std::is_signed_v<T> ? "a whole number in the range of a signed integer" : "a whole number >= 0";
+    if (v.is_number_unsigned()) {  // before is_number_integer, which is also true for unsigned values
+        const uint64_t u = v.get<uint64_t>();
+        if (u > (uint64_t) std::numeric_limits<T>::max()) json_read_detail::bad(name, v, want);
+        return (T) u;
+    }
+    if (v.is_number_integer()) {
+        const int64_t s = v.get<int64_t>();
+        if (s < (int64_t) std::numeric_limits<T>::min() || (s > 0 && (uint64_t) s > (uint64_t) std::numeric_limits<T>::max())) {
+            json_read_detail::bad(name, v, want);
+        }
+        return (T) s;
+    }
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        // 2^digits as a double: max() of a 64-bit type rounds up to it, which is itself out of range
+        const double hi = std::ldexp(1.0, std::numeric_limits<T>::digits);
+        const double lo = std::is_signed_v<T> ? -hi : 0.0;
+        if (!(d == std::floor(d) && d >= lo && d < hi)) json_read_detail::bad(name, v, want);
+        return (T) d;
+    }
+    json_read_detail::bad(name, v, want);
+}
+
+// j[key] as the integer type T ("<where><key> is missing" when absent).
+template <class T>
+T json_int(const nlohmann::json & j, const char * key, const std::string & where) {
+    return json_int_value<T>(json_read_detail::field(j, key, where), where + key);
+}
+
+// j[key], an array, as integers of type T, each checked as json_int does.
+template <class T>
+std::vector<T> json_int_array(const nlohmann::json & j, const char * key, const std::string & where) {
+    const nlohmann::json & a = json_read_detail::field(j, key, where);
+    if (!a.is_array()) json_read_detail::bad(where + key, a, "an array of whole numbers");
+    std::vector<T> r;
+    for (size_t i = 0; i < a.size(); ++i) r.push_back(json_int_value<T>(a[i], where + key + "[" + std::to_string(i) + "]"));
+    return r;
+}
+
+// j[key] as T (double, std::string, bool, ...), naming the field and value when it is missing or of another type.
+template <class T>
+T json_get(const nlohmann::json & j, const char * key, const std::string & where) {
+    const nlohmann::json & v = json_read_detail::field(j, key, where);
+    try {
+        return v.get<T>();
+    } catch (const nlohmann::json::exception &) {
+        json_read_detail::bad(where + key, v,
+                              std::is_same_v<T, std::string> ? "a string" : std::is_same_v<T, bool> ? "true or false" : "a number");
+    }
+}
+
+}  // namespace kvsim
