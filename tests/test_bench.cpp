@@ -8,6 +8,8 @@
 #include <libfccp/csv.h>
 #pragma GCC diagnostic pop
 
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -632,6 +634,10 @@ TEST_CASE("kvbench.json fields: whole numbers in range, typed, plausible; output
     CHECK_FALSE(fs::exists(dir / "oz/kvbench.csv"));
     CHECK_FALSE(fs::exists(dir / "oz/kvbench.json"));
     CHECK_THROWS_AS(check_output_dir("--out", dir / "oz"), input_error);  // refused before a sweep measures
+
+    const fs::path fifo = dir / "fifo.json";  // no writer: opening it would block the merge forever
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_AS(read_output(fifo.string()), input_error);
 }
 
 TEST_CASE("merge refuses unknown statuses, negative or non-finite bandwidths and a missing limit, naming the file") {

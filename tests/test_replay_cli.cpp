@@ -288,6 +288,7 @@ TEST_CASE("options that would do nothing are refused with exit 2, only when give
         {ops + " --keep 4", {"--keep only applies with --context-shift"}},
         {req + " --keep 64", {"--keep only applies with --context-shift"}},
         {req + " --n-discard 8", {"--n-discard only applies with --context-shift"}},
+        {ops + " --time-layers 0", {"--time-layers must be >= 1"}},  // was taken silently as 1
     };
     for (const auto & c : cases) {
         CAPTURE(c.args);

@@ -155,6 +155,7 @@ replay_options replay_cli::finish() {
     }
     if (o.server.n_keep < -1) throw usage_error(fmt::format("--keep must be >= -1 (-1 = the whole prompt), got {}", o.server.n_keep));
     if (o.server.n_discard < 0) throw usage_error(fmt::format("--n-discard must be >= 0, got {}", o.server.n_discard));
+    if (o.kernels.time_layers == 0) throw usage_error("--time-layers must be >= 1 (layers with real K/V buffers), got 0");
     if (o.kernels.time_layers > o.model.n_layer) {
         throw usage_error(fmt::format("--time-layers {} exceeds the model's {} layers", o.kernels.time_layers, o.model.n_layer));
     }

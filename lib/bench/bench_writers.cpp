@@ -243,6 +243,11 @@ std::string kvbench_json_path(const std::string & dir_or_file) {
 
 sweep_output read_output(const std::string & dir_or_file) {
     const std::filesystem::path p(kvbench_json_path(dir_or_file));
+    std::error_code ec;
+    if (std::filesystem::exists(p, ec) && !std::filesystem::is_regular_file(p, ec)) {
+        // a FIFO without a writer would block the merge forever
+        throw input_error(p.string(), 0, "", "not a regular file (a device, FIFO or socket): save the kvbench output to a file");
+    }
     std::ifstream in(p);
     if (!in) throw input_error(p.string(), 0, "", "cannot open kvbench output");
     try {
