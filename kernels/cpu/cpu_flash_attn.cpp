@@ -155,7 +155,7 @@ void dense_rows(const fa_desc & d, const fa_args & a, bool amx, const char * pac
     }
 }
 
-// Token t's rows (row_of[0..gqa)) over the cells it sees; scores in w.sc rows from `first`.
+// Token t's rows (qp/ap/rows[0..gqa)) over the cells it sees; their scores in w.sc rows from `first`.
 void sparse_token_rows(const fa_desc & d, const fa_args & a, int64_t t, const float * const * qp, float * const * ap,
                        const int64_t * rows, int64_t first, const char * k0, const char * v0, size_t k_row, size_t v_row,
                        fa_thread_scratch & w, cpu::prefetch_stream & pf) {
