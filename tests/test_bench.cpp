@@ -347,6 +347,9 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel 
     std::ostringstream table;
     write_table(table, o);
     CHECK(table.str().find("measured limit") != std::string::npos);
+    // tiny_config's 16 MiB probe fits in any last-level cache of 16 MiB or more: the run says so
+    const bool in_cache = last_level_cache_bytes() >= c.limit_bytes;
+    CHECK((table.str().find("fits in the") != std::string::npos) == in_cache);
     std::filesystem::remove_all(dir);
 }
 

@@ -403,6 +403,11 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
         fmt::format("naive reference (double, 1 thread, <= 3 runs) only up to ctx*batch <= {} cells", c.ref_max_cells),
         "mask/update/K-shift: mask metadata is not rotated (it fits in cache); K-shift rotates every cell of the copy",
     };
+    if (const size_t llc = last_level_cache_bytes(); llc > 0 && c.limit_bytes <= llc) {
+        o.notes.push_back(fmt::format("the probe's {} MiB buffer fits in the {} MiB last-level cache: the limit (and "
+                                      "%lim, %adj) may measure the cache, not memory; raise --limit-mib",
+                                      c.limit_bytes >> 20, llc >> 20));
+    }
     const std::vector<bench_point> pts = shard_points(plan_points(c), c.shard);
     thread_pool pool(c.threads);
     for (size_t i = 0; i < pts.size(); ++i) {
