@@ -15,34 +15,43 @@ namespace kvsim {
 
 namespace {
 // roundf (halves away from zero) for |x| < 2^23, equal to it for every float with |x| <= 128 (checked
-// exhaustively); inline arithmetic instead of the libm call, so that the q8_0 loops vectorize.
+// exhaustively); inline arithmetic instead of the libm call, so that the q8_0 loop runs in vector lanes.
 inline float round_half_away(float x) { return std::trunc(x + std::copysign(0.49999997f, x)); }
+
+// ggml's MAX() over |x| of one block (order-free for the non-NaN values a block holds).
+float block_amax(const float * xb) {
+#if defined(__AVX512F__)
+    const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(xb)), b = _mm512_abs_ps(_mm512_loadu_ps(xb + 16));
+    return _mm512_reduce_max_ps(_mm512_max_ps(a, b));
+#else
+    float amax = 0.0f;
+    for (int j = 0; j < QK8_0; ++j) amax = amax > std::fabs(xb[j]) ? amax : std::fabs(xb[j]);
+    return amax;
+#endif
+}
+
+// qs[j] = round_half_away(xb[j] * id); |xb[j] * id| <= 127.
+void round_block(const float * xb, float id, int8_t * qs) {
+#if defined(__AVX512F__)
+    const __m512 vid = _mm512_set1_ps(id), sign = _mm512_set1_ps(-0.0f), half = _mm512_set1_ps(0.49999997f);
+    for (int h = 0; h < 2; ++h) {
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + 16 * h), vid);
+        const __m512 r = _mm512_add_ps(v, _mm512_or_ps(_mm512_and_ps(v, sign), half));  // round_half_away in lanes
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(qs + 16 * h), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
+    }
+#else
+    for (int j = 0; j < QK8_0; ++j) qs[j] = (int8_t) round_half_away(xb[j] * id);
+#endif
+}
 }  // namespace
 
 void quantize_row_q8_0(const float * x, block_q8_0 * y, int64_t n) {
     for (int64_t i = 0; i < n / QK8_0; ++i) {
         const float * xb = x + i * QK8_0;
-#if defined(__AVX512F__)
-        // the same block as the scalar loop below: max is order-free, and round_half_away written in lanes
-        const __m512 a = _mm512_loadu_ps(xb), b = _mm512_loadu_ps(xb + 16);
-        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
-        const float d = amax / 127.0f;
+        const float d = block_amax(xb) / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         y[i].d = fp32_to_fp16(d);
-        const __m512 vid = _mm512_set1_ps(id), sign = _mm512_set1_ps(-0.0f), half = _mm512_set1_ps(0.49999997f);
-        for (int h = 0; h < 2; ++h) {
-            const __m512 v = _mm512_mul_ps(h ? b : a, vid);
-            const __m512 r = _mm512_add_ps(v, _mm512_or_ps(_mm512_and_ps(v, sign), half));
-            _mm_storeu_si128(reinterpret_cast<__m128i *>(y[i].qs + 16 * h), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
-        }
-#else
-        float amax = 0.0f;
-        for (int j = 0; j < QK8_0; ++j) amax = amax > std::fabs(xb[j]) ? amax : std::fabs(xb[j]);  // ggml MAX()
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = fp32_to_fp16(d);
-        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = (int8_t) round_half_away(xb[j] * id);  // |xb[j] * id| <= 127
-#endif
+        round_block(xb, id, y[i].qs);
     }
 }
 

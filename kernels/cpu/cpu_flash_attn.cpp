@@ -262,8 +262,8 @@ void run_chunk(const fa_desc & d, const fa_args & a, fa_query fq, int64_t s, int
     w.m.assign((size_t) n_q, -INFINITY);
     w.l.assign((size_t) n_q, 0.0f);
     w.live.resize((size_t) T);
-    w.vis.resize((size_t) (d.n_tps * T));
-    w.vis_n.assign((size_t) d.n_tps, T);
+    w.vis.resize((size_t) (d.n_tps * T));  // filled per tile by visible_cells
+    w.vis_n.resize((size_t) d.n_tps);
     auto & kt = w.kt;
     auto & vt = w.vt;
     auto & sc = w.sc;

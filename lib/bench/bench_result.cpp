@@ -86,10 +86,6 @@ time_stats stats_from(const nlohmann::json & j, const std::string & where) {
             json_get<double>(j, "max_ns", where), json_int<int>(j, "n", where)};
 }
 
-const nlohmann::json & json_at(const nlohmann::json & j, const char * key, const std::string & where) {
-    return json_read_detail::field(j, key, where);
-}
-
 nlohmann::json point_json(const point_result & r) {
     return {{"index", r.point.index},
             {"ctx", r.point.ctx},
@@ -134,12 +130,12 @@ point_result point_from(const nlohmann::json & j, const std::string & w) {
     // absent in runs written before they existed
     r.adj_read_gbs = j.contains("adj_read_gbs") ? json_get<double>(j, "adj_read_gbs", w) : 0.0;
     r.adj_frac = j.contains("adj_frac") ? json_get<double>(j, "adj_frac", w) : 0.0;
-    r.fa = stats_from(json_at(j, "flash_attn", w), w + "flash_attn.");
-    r.mask_full = stats_from(json_at(j, "mask_full", w), w + "mask_full.");
-    r.mask_update = stats_from(json_at(j, "mask_update", w), w + "mask_update.");
-    r.kshift = stats_from(json_at(j, "k_shift", w), w + "k_shift.");
-    r.eigen = stats_from(json_at(j, "eigen", w), w + "eigen.");
-    r.ref = stats_from(json_at(j, "reference", w), w + "reference.");
+    r.fa = stats_from(json_field(j, "flash_attn", w), w + "flash_attn.");
+    r.mask_full = stats_from(json_field(j, "mask_full", w), w + "mask_full.");
+    r.mask_update = stats_from(json_field(j, "mask_update", w), w + "mask_update.");
+    r.kshift = stats_from(json_field(j, "k_shift", w), w + "k_shift.");
+    r.eigen = stats_from(json_field(j, "eigen", w), w + "eigen.");
+    r.ref = stats_from(json_field(j, "reference", w), w + "reference.");
     r.err_vs_eigen = json_get<double>(j, "err_vs_eigen", w);
     r.err_vs_ref = json_get<double>(j, "err_vs_ref", w);
     return r;

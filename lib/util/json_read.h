@@ -21,12 +21,14 @@ namespace json_read_detail {
     if (s.size() > 40) s = s.substr(0, 37) + "...";
     throw std::runtime_error(name + " is " + s + "; expected " + want);
 }
-inline const nlohmann::json & field(const nlohmann::json & j, const char * key, const std::string & where) {
+}  // namespace json_read_detail
+
+// j[key]; throws std::runtime_error "<where><key> is missing" when j has no such key (or is not an object).
+inline const nlohmann::json & json_field(const nlohmann::json & j, const char * key, const std::string & where) {
     const auto it = j.is_object() ? j.find(key) : j.end();
     if (it == j.end()) throw std::runtime_error(where + key + " is missing");
     return *it;
 }
-}  // namespace json_read_detail
 
 // v as the integer type T; name labels it in the error. Throws std::runtime_error "<name> is <value>; expected
 // ..." when v is not a number, not whole or outside T's range.
@@ -60,13 +62,13 @@ T json_int_value(const nlohmann::json & v, const std::string & name) {
 // j[key] as the integer type T ("<where><key> is missing" when absent).
 template <class T>
 T json_int(const nlohmann::json & j, const char * key, const std::string & where) {
-    return json_int_value<T>(json_read_detail::field(j, key, where), where + key);
+    return json_int_value<T>(json_field(j, key, where), where + key);
 }
 
 // j[key], an array, as integers of type T, each checked as json_int does.
 template <class T>
 std::vector<T> json_int_array(const nlohmann::json & j, const char * key, const std::string & where) {
-    const nlohmann::json & a = json_read_detail::field(j, key, where);
+    const nlohmann::json & a = json_field(j, key, where);
     if (!a.is_array()) json_read_detail::bad(where + key, a, "an array of whole numbers");
     std::vector<T> r;
     for (size_t i = 0; i < a.size(); ++i) r.push_back(json_int_value<T>(a[i], where + key + "[" + std::to_string(i) + "]"));
@@ -76,7 +78,7 @@ std::vector<T> json_int_array(const nlohmann::json & j, const char * key, const 
 // j[key] as T (double, std::string, bool, ...), naming the field and value when it is missing or of another type.
 template <class T>
 T json_get(const nlohmann::json & j, const char * key, const std::string & where) {
-    const nlohmann::json & v = json_read_detail::field(j, key, where);
+    const nlohmann::json & v = json_field(j, key, where);
     try {
         return v.get<T>();
     } catch (const nlohmann::json::exception &) {
