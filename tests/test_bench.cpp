@@ -213,6 +213,15 @@ TEST_CASE("JSON round trip and merge of shards") {
     old["points"][0].erase("adj_frac");
     CHECK(sweep_output_from_json(old).results[0].adj_read_gbs == 0);
     CHECK(sweep_output_from_json(old).results[0].adj_frac == 0);
+    a.results[0].roof_gbs = 30;
+    a.results[0].roof_frac = 1.2;
+    a.results[0].roof_ctx = 256;
+    old = to_json(a);
+    CHECK(sweep_output_from_json(old).results[0].roof_frac == 1.2);
+    for (const char * f : {"roof_gbs", "roof_frac", "roof_ctx"}) old["points"][0].erase(f);
+    CHECK(sweep_output_from_json(old).results[0].roof_gbs == 0);
+    CHECK(sweep_output_from_json(old).results[0].roof_frac == 0);
+    CHECK(sweep_output_from_json(old).results[0].roof_ctx == 0);
 }
 
 // docs/reliability.md, bad-input run: kvbench merge accepted a shard with no points and point
@@ -311,6 +320,12 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel 
         // one probe pass right after the (single) timed call: its ratio is that call's GB/s over the pass's
         CHECK(r.adj_read_gbs > 0);
         CHECK(r.adj_frac == doctest::Approx(r.gbs() / r.adj_read_gbs));
+        // compute roof: one sequence's cells filling at most half of one core's L2, whole 64-cell tiles, <= ctx
+        const size_t l2 = cpu_cache_bytes(2) > 0 ? cpu_cache_bytes(2) : (size_t) 1 << 20;
+        const int64_t fit = (int64_t) (l2 / 2 / expected_kv_bytes(1, 1, 8, r.point.type, 128)) / 64 * 64;
+        CHECK(r.roof_ctx == std::min(r.point.ctx, std::max<int64_t>(64, fit)));
+        CHECK(r.roof_gbs > 0);
+        CHECK(r.roof_frac == doctest::Approx(r.roof_gbs / r.adj_read_gbs));
     }
 
     const std::filesystem::path dir = std::filesystem::path(KVSIM_BINARY_DIR) / "test_bench_out";
@@ -319,14 +334,15 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel 
     const sweep_output back = read_output(dir.string());
     CHECK(to_json(back) == to_json(o));
 
-    io::CSVReader<7, io::trim_chars<' '>, io::double_quote_escape<',', '"'>> csv((dir / "kvbench.csv").string());
-    csv.read_header(io::ignore_extra_column, "index", "ctx", "kv_type", "batch", "kv_bytes", "fa_median_ns", "adj_frac");
-    int64_t index = 0, ctx = 0, batch = 0;
+    io::CSVReader<9, io::trim_chars<' '>, io::double_quote_escape<',', '"'>> csv((dir / "kvbench.csv").string());
+    csv.read_header(io::ignore_extra_column, "index", "ctx", "kv_type", "batch", "kv_bytes", "fa_median_ns", "adj_frac",
+                    "roof_frac", "roof_ctx");
+    int64_t index = 0, ctx = 0, batch = 0, roof_ctx = 0;
     std::string type;
     size_t bytes = 0;
-    double med = 0, adj = 0;
+    double med = 0, adj = 0, roof = 0;
     size_t rows = 0;
-    while (csv.read_row(index, ctx, type, batch, bytes, med, adj)) {
+    while (csv.read_row(index, ctx, type, batch, bytes, med, adj, roof, roof_ctx)) {
         const point_result & r = o.results[rows++];
         CHECK(index == r.point.index);
         CHECK(ctx == r.point.ctx);
@@ -334,6 +350,8 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel 
         CHECK(bytes == r.kv_bytes);
         CHECK(med == doctest::Approx(r.fa.median_ns).epsilon(1e-6));
         CHECK(adj == doctest::Approx(r.adj_frac).epsilon(1e-4));
+        CHECK(roof == doctest::Approx(r.roof_frac).epsilon(1e-4));
+        CHECK(roof_ctx == r.roof_ctx);
     }
     CHECK(rows == o.results.size());
     std::ifstream svg(dir / "kvbench.svg");
@@ -617,6 +635,9 @@ TEST_CASE("kvbench.json fields: whole numbers in range, typed, plausible; output
     x.results[0].adj_frac = 1e308;
     has(merge_error({x}), "adj_frac is 1e+308; it must be a finite number in [0, 1000]");
     x = a;
+    x.results[0].roof_frac = -1;
+    has(merge_error({x}), "roof_frac is -1; it must be a finite number in [0, 1000]");
+    x = a;
     x.results[0].fa.median_ns = 0;
     has(merge_error({x}), "measured times must satisfy 0 < min <= median <= max");
     x = a;
@@ -682,4 +703,18 @@ TEST_CASE("merge refuses unknown statuses, negative or non-finite bandwidths and
     CHECK(r.rc == 2);
     CHECK_MESSAGE(r.err.find("has status 'weird'") != std::string::npos, r.err);
     CHECK_FALSE(fs::exists(dir / "merged"));
+}
+
+TEST_CASE("cpu_cache_bytes: per level, data or unified caches only") {
+    CHECK(cpu_cache_bytes(0) == 0);  // no level-0 cache
+    CHECK(cpu_cache_bytes(9) == 0);
+    const size_t l1 = cpu_cache_bytes(1), l2 = cpu_cache_bytes(2), llc = last_level_cache_bytes();
+    if (!std::filesystem::exists("/sys/devices/system/cpu/cpu0/cache/index2/size")) {
+        MESSAGE("no cache sizes in sysfs: only the unknown-level values are checked");
+        return;
+    }
+    CHECK(l2 > 0);
+    CHECK(l1 > 0);
+    CHECK(l1 < l2);
+    CHECK(l2 <= llc);
 }

@@ -15,6 +15,7 @@
 #include "util/errors.h"
 #include "bench/eigen_attention.h"
 #include "bytes.h"
+#include "cpu/cpu_backend.h"
 #include "hadamard.h"
 #include "kv_content.h"
 #include "quant.h"
@@ -279,6 +280,48 @@ point_result point_header(const sweep_config & c, const bench_point & p, double 
 
 }  // namespace
 
+// Cells of one sequence whose K+V take at most half of one core's L2 (1 MiB assumed when unknown), a multiple of
+// 64 (the largest tile), at least 64 and at most ctx.
+int64_t roof_cells(const sweep_config & c, const bench_point & p) {
+    const size_t l2 = cpu_cache_bytes(2) > 0 ? cpu_cache_bytes(2) : (size_t) 1 << 20;
+    const size_t per_cell = fa_kv_bytes(1, 1, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
+    const int64_t cells = (int64_t) (l2 / 2 / std::max<size_t>(1, per_cell)) / 64 * 64;
+    return std::min(p.ctx, std::max<int64_t>(64, cells));
+}
+
+// Compute roof of the point's kernel: one thread (its own backend, so no wake-ups or split-KV merge of the
+// c.threads pool) runs stream 0 of the point's K/V over its first roof_cells cells, unmasked, a few times in a row so
+// K/V sit in that core's L2. gbs() = the median of those calls' GB/s times c.threads (cores do not share L2 or
+// execution units on current x86 servers, so this bounds what c.threads cores can do when memory costs nothing).
+class roof_meter {
+public:
+    roof_meter(const sweep_config & c, const bench_point & p, fa_desc fd, const fa_args & a)
+        : one_(make_cpu_backend(1)), fd_(fd), a_(a), threads_(c.threads) {
+        fd_.n_kv = roof_cells(c, p);
+        fd_.n_stream = 1;
+        plan_ = one_->plan_flash_attn(fd_);
+        out_.resize((size_t) (fd_.head_dim_v * fd_.n_head));
+        a_.k.n_stream = a_.v.n_stream = 1;
+        a_.mask = nullptr;
+        a_.out = out_.data();
+        bytes_ = fa_kv_bytes(fd_.n_kv, 1, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
+    }
+    int64_t cells() const { return fd_.n_kv; }
+    double gbs() {
+        const time_stats t = time_calls(5, [&](int) { one_->flash_attn(fd_, plan_, a_); });  // ~0.1 ms a call
+        return (double) bytes_ / t.median_ns * threads_;
+    }
+
+private:
+    std::unique_ptr<attn_backend> one_;
+    fa_desc fd_;
+    fa_args a_;
+    fa_plan plan_;
+    std::vector<float> out_;
+    size_t bytes_ = 0;
+    int threads_ = 1;
+};
+
 point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
                              double read_gbs, const call_timer & backend_timer, const std::atomic<bool> * stop) {
     point_result r = point_header(c, p, read_gbs);
@@ -351,16 +394,24 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
     if (backend_timer || !on_host(be)) {
         r.fa = timed(timer, c.repeats, fa_call);
     } else {
-        // each timed call is followed by one read pass of the probe: the call's GB/s over the pass's (adj_frac)
-        // compares the two in the same second; freed before the baselines allocate theirs
+        // each timed call is followed by one read pass of the probe and the compute roof: the call's GB/s over the
+        // pass's (adj_frac) and the roof's over the pass's (roof_frac) compare them in the same second; freed before
+        // the baselines allocate theirs
         read_probe probe(c.limit_bytes, c.threads);
-        std::vector<double> probe_gbs, frac;
+        roof_meter roof(c, p, fd, a);
+        std::vector<double> probe_gbs, frac, roof_gbs, roof_frac;
         r.fa = time_calls(c.repeats, fa_call, stop, [&](int, double ns) {
             probe_gbs.push_back(probe.read_gbs());
             frac.push_back((double) r.kv_bytes / ns / probe_gbs.back());
+            roof_gbs.push_back(roof.gbs());
+            roof_frac.push_back(roof_gbs.back() / probe_gbs.back());
         });
-        r.adj_read_gbs = summarize(std::move(probe_gbs)).median_ns;  // summarize: statistics of any samples
+        // summarize: statistics of any samples
+        r.adj_read_gbs = summarize(std::move(probe_gbs)).median_ns;
         r.adj_frac = summarize(std::move(frac)).median_ns;
+        r.roof_gbs = summarize(std::move(roof_gbs)).median_ns;
+        r.roof_frac = summarize(std::move(roof_frac)).median_ns;
+        r.roof_ctx = roof.cells();
     }
 
     // host-side baselines: copy 0 of the host K/V and a host mask

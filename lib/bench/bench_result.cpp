@@ -100,6 +100,9 @@ nlohmann::json point_json(const point_result & r) {
             {"limit_read_gbs", r.limit_read_gbs},
             {"adj_read_gbs", r.adj_read_gbs},
             {"adj_frac", r.adj_frac},
+            {"roof_gbs", r.roof_gbs},
+            {"roof_frac", r.roof_frac},
+            {"roof_ctx", r.roof_ctx},
             {"flash_attn", stats_json(r.fa)},
             {"mask_full", stats_json(r.mask_full)},
             {"mask_update", stats_json(r.mask_update)},
@@ -130,6 +133,9 @@ point_result point_from(const nlohmann::json & j, const std::string & w) {
     // absent in runs written before they existed
     r.adj_read_gbs = j.contains("adj_read_gbs") ? json_get<double>(j, "adj_read_gbs", w) : 0.0;
     r.adj_frac = j.contains("adj_frac") ? json_get<double>(j, "adj_frac", w) : 0.0;
+    r.roof_gbs = j.contains("roof_gbs") ? json_get<double>(j, "roof_gbs", w) : 0.0;
+    r.roof_frac = j.contains("roof_frac") ? json_get<double>(j, "roof_frac", w) : 0.0;
+    r.roof_ctx = j.contains("roof_ctx") ? json_int<int64_t>(j, "roof_ctx", w) : 0;
     r.fa = stats_from(json_field(j, "flash_attn", w), w + "flash_attn.");
     r.mask_full = stats_from(json_field(j, "mask_full", w), w + "mask_full.");
     r.mask_update = stats_from(json_field(j, "mask_update", w), w + "mask_update.");
@@ -143,27 +149,43 @@ point_result point_from(const nlohmann::json & j, const std::string & w) {
 
 }  // namespace
 
-size_t last_level_cache_bytes() {
-    size_t best = 0;
-    int best_level = 0;
+namespace {
+
+// Each data or unified cache of cpu0 as (level, bytes), from /sys/devices/system/cpu/cpu0/cache/index*/ (sizes like
+// "2048K" or "300M"); unreadable entries are left out.
+std::vector<std::pair<int, size_t>> cpu0_caches() {
+    std::vector<std::pair<int, size_t>> out;
     for (int i = 0; i < 16; ++i) {
         const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-        std::ifstream lf(dir + "level"), sf(dir + "size");
+        std::ifstream lf(dir + "level"), sf(dir + "size"), tf(dir + "type");
         int level = 0;
-        std::string size;
+        std::string size, type;
         if (!(lf >> level) || !(sf >> size) || size.empty()) continue;
+        if (tf >> type && type == "Instruction") continue;
         size_t mult = 1;
         if (size.back() == 'K') mult = (size_t) 1 << 10;
         if (size.back() == 'M') mult = (size_t) 1 << 20;
         if (size.back() == 'G') mult = (size_t) 1 << 30;
         if (mult != 1) size.pop_back();
-        const size_t bytes = (size_t) std::strtoull(size.c_str(), nullptr, 10) * mult;
-        if (level > best_level || (level == best_level && bytes > best)) {
-            best_level = level;
-            best = bytes;
-        }
+        out.emplace_back(level, (size_t) std::strtoull(size.c_str(), nullptr, 10) * mult);
     }
-    return best;
+    return out;
+}
+
+}  // namespace
+
+size_t last_level_cache_bytes() {
+    std::pair<int, size_t> best{0, 0};
+    for (const auto & c : cpu0_caches()) best = std::max(best, c);
+    return best.second;
+}
+
+size_t cpu_cache_bytes(int level) {
+    size_t bytes = 0;
+    for (const auto & c : cpu0_caches()) {
+        if (c.first == level) bytes = std::max(bytes, c.second);
+    }
+    return bytes;
 }
 
 machine_info collect_machine_info(const std::string & build_type) {
@@ -340,6 +362,8 @@ void check_shard_values(const sweep_output & p, const std::string & name) {
         check_value(r.limit_read_gbs, name, pt + "limit_read_gbs", 1e6);
         check_value(r.adj_read_gbs, name, pt + "adj_read_gbs", 1e6);
         check_value(r.adj_frac, name, pt + "adj_frac", 1e3);
+        check_value(r.roof_gbs, name, pt + "roof_gbs", 1e6);
+        check_value(r.roof_frac, name, pt + "roof_frac", 1e3);
         check_stats(r.fa, name, pt + "flash_attn");
         check_stats(r.mask_full, name, pt + "mask_full");
         check_stats(r.mask_update, name, pt + "mask_update");

@@ -37,6 +37,15 @@ struct point_result {
     // calls of (call's GB/s / its pass's GB/s); 0 = not measured (CUDA, or a run written before these existed)
     double adj_read_gbs = 0;
     double adj_frac = 0;
+    // compute roof (CPU backend), measured right after each timed call's probe pass: GB/s of one thread on this
+    // point's type and head shape with K/V resident in its L2 (roof_ctx cells of one sequence, a few calls in a
+    // row), times the thread count: the rate the kernel could reach if memory cost nothing. roof_gbs = median over
+    // the timed calls; roof_frac = median over the calls of roof GB/s / that call's probe pass GB/s (< 1: the
+    // point is compute-bound here and neither %lim nor %adj can reach 100). 0 = not measured (CUDA, or a run
+    // written before they existed)
+    double roof_gbs = 0;
+    double roof_frac = 0;
+    int64_t roof_ctx = 0;
     double err_vs_eigen = -1;   // max abs difference of the outputs, -1 = not compared
     double err_vs_ref = -1;
 
@@ -67,6 +76,8 @@ machine_info collect_machine_info(const std::string & build_type);
 // Size of the largest (last-level) CPU cache in bytes from /sys/devices/system/cpu/cpu0/cache (sizes like
 // "32768K" or "300M"); 0 when unknown. A VM may report the whole socket's cache.
 size_t last_level_cache_bytes();
+// Size in bytes of cpu0's largest data or unified cache at `level` (2 = L2, per core on current x86); 0 when unknown.
+size_t cpu_cache_bytes(int level);
 
 // The measured limit of one run (kernels/bandwidth.h), GB/s.
 struct run_limit {

@@ -19,7 +19,7 @@ namespace kvsim {
 const char * const kvbench_csv_header =
     "index,ctx,kv_type,batch,status,kv_bytes,copies,fa_min_ns,fa_median_ns,fa_max_ns,gbs,gbs_best,limit_read_gbs,"
     "frac_limit,tokens_per_s,mask_full_median_ns,mask_update_median_ns,kshift_median_ns,eigen_median_ns,eigen_ratio,"
-    "ref_median_ns,ref_ratio,err_vs_eigen,err_vs_ref,adj_read_gbs,adj_frac,note";
+    "ref_median_ns,ref_ratio,err_vs_eigen,err_vs_ref,adj_read_gbs,adj_frac,roof_gbs,roof_frac,roof_ctx,note";
 
 namespace {
 
@@ -53,20 +53,26 @@ void write_table(std::ostream & os, const sweep_output & o) {
                    l.shard, l.host, l.read_gbs, l.copy_gbs, c.threads, c.limit_bytes >> 20);
     }
     for (const std::string & n : o.notes) fmt::print(os, "note: {}\n", n);
-    fmt::print(os, "{:>7} {:>5} {:>5} {:>6} {:>11} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>9} {:>9} {:>11}  {}\n",
-               "ctx", "type", "batch", "copies", "fa_us(med)", "GB/s", "%lim", "%adj", "tok/s", "xEigen", "xRef",
+    fmt::print(os, "{:>7} {:>5} {:>5} {:>6} {:>11} {:>7} {:>6} {:>6} {:>6} {:>10} {:>8} {:>7} {:>9} {:>9} {:>11}  {}\n",
+               "ctx", "type", "batch", "copies", "fa_us(med)", "GB/s", "%lim", "%adj", "%roof", "tok/s", "xEigen", "xRef",
                "mask_us", "upd_us", "kshift_us", "note");
     for (const point_result & r : o.results) {
-        fmt::print(os, "{:>7} {:>5} {:>5} {:>6} {:>11} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>9} {:>9} {:>11}  {}\n",
+        fmt::print(os, "{:>7} {:>5} {:>5} {:>6} {:>11} {:>7} {:>6} {:>6} {:>6} {:>10} {:>8} {:>7} {:>9} {:>9} {:>11}  {}\n",
                    r.point.ctx, ggml_type_name(r.point.type), r.point.batch, r.copies, us(r.fa),
                    r.fa.n ? fmt::format("{:.2f}", r.gbs()) : "-",
                    r.fa.n ? fmt::format("{:.1f}", 100 * r.frac_limit()) : "-",
                    r.adj_frac > 0 ? fmt::format("{:.1f}", 100 * r.adj_frac) : "-",
+                   r.roof_frac > 0 ? fmt::format("{:.0f}", 100 * r.roof_frac) : "-",
                    r.fa.n ? fmt::format("{:.0f}", r.tokens_per_s()) : "-", ratio(r.eigen_ratio()),
                    ratio(r.ref_ratio()), us(r.mask_full), us(r.mask_update), us(r.kshift),
                    r.status == "ok" ? r.note : r.status + ": " + r.note);
     }
     fmt::print(os, "xEigen / xRef = baseline median time / kernel median time (> 1: the kernel is faster).\n");
+    if (std::any_of(o.results.begin(), o.results.end(), [](const point_result & r) { return r.roof_gbs > 0; })) {
+        fmt::print(os, "%roof = median over the timed calls of the kernel's compute roof (one thread, K/V in its L2, "
+                       "times the threads) over the adjacent probe pass: below 100 the point is compute-bound here and "
+                       "%adj cannot reach 100.\n");
+    }
     if (o.interrupted) fmt::print(os, "INTERRUPTED: only the points above were measured.\n");
 }
 
@@ -74,12 +80,12 @@ void write_csv(std::ostream & os, const sweep_output & o) {
     os << kvbench_csv_header << '\n';
     for (const point_result & r : o.results) {
         fmt::print(os, "{},{},{},{},{},{},{},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f},{:.3f},{:.5f},{:.2f},{:.0f},{:.0f},{:.0f},"
-                       "{:.0f},{:.4f},{:.0f},{:.4f},{:.3g},{:.3g},{:.3f},{:.5f},{}\n",
+                       "{:.0f},{:.4f},{:.0f},{:.4f},{:.3g},{:.3g},{:.3f},{:.5f},{:.3f},{:.5f},{},{}\n",
                    r.point.index, r.point.ctx, ggml_type_name(r.point.type), r.point.batch, r.status, r.kv_bytes,
                    r.copies, r.fa.min_ns, r.fa.median_ns, r.fa.max_ns, r.gbs(), r.gbs_best(), r.limit_read_gbs,
                    r.frac_limit(), r.tokens_per_s(), r.mask_full.median_ns, r.mask_update.median_ns,
                    r.kshift.median_ns, r.eigen.median_ns, r.eigen_ratio(), r.ref.median_ns, r.ref_ratio(),
-                   r.err_vs_eigen, r.err_vs_ref, r.adj_read_gbs, r.adj_frac, csv_quote(r.note));
+                   r.err_vs_eigen, r.err_vs_ref, r.adj_read_gbs, r.adj_frac, r.roof_gbs, r.roof_frac, r.roof_ctx, csv_quote(r.note));
     }
 }
 
