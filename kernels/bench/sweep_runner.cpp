@@ -290,35 +290,49 @@ int64_t roof_cells(const sweep_config & c, const bench_point & p) {
 }
 
 // Compute roof of the point's kernel: one thread (its own backend, so no wake-ups or split-KV merge of the
-// c.threads pool) runs stream 0 of the point's K/V over its first roof_cells cells, unmasked, a few times in a row so
-// K/V sit in that core's L2. gbs() = the median of those calls' GB/s times c.threads (cores do not share L2 or
-// execution units on current x86 servers, so this bounds what c.threads cores can do when memory costs nothing).
+// c.threads pool) runs stream 0 of the point's K/V, unmasked, over its first roof_cells cells and over its first 64
+// cells (one tile), alternately, so K/V sit in that core's L2. gbs() = the bytes of the cells in between over the
+// difference of the two median times (the per-call work, Q rotation and rounding, output and merge, cancels out),
+// times c.threads: cores do not share L2 or execution units on current x86 servers, so this bounds what c.threads
+// cores can do on a long context when memory costs nothing. With roof_cells == 64 (ctx <= 127), the plain rate.
 class roof_meter {
 public:
     roof_meter(const sweep_config & c, const bench_point & p, fa_desc fd, const fa_args & a)
-        : one_(make_cpu_backend(1)), fd_(fd), a_(a), threads_(c.threads) {
-        fd_.n_kv = roof_cells(c, p);
-        fd_.n_stream = 1;
-        plan_ = one_->plan_flash_attn(fd_);
-        out_.resize((size_t) (fd_.head_dim_v * fd_.n_head));
+        : one_(make_cpu_backend(1)), a_(a), threads_(c.threads) {
+        fd.n_stream = 1;
+        for (int i = 0; i < 2; ++i) {
+            fd_[i] = fd;
+            fd_[i].n_kv = i == 0 ? std::min<int64_t>(64, p.ctx) : roof_cells(c, p);
+            plan_[i] = one_->plan_flash_attn(fd_[i]);
+            bytes_[i] = fa_kv_bytes(fd_[i].n_kv, 1, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
+        }
+        out_.resize((size_t) (fd.head_dim_v * fd.n_head));
         a_.k.n_stream = a_.v.n_stream = 1;
         a_.mask = nullptr;
         a_.out = out_.data();
-        bytes_ = fa_kv_bytes(fd_.n_kv, 1, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
     }
-    int64_t cells() const { return fd_.n_kv; }
+    int64_t cells() const { return fd_[1].n_kv; }
+    // 0 when noise made the difference non-positive three times in a row (the caller drops the sample)
     double gbs() {
-        const time_stats t = time_calls(5, [&](int) { one_->flash_attn(fd_, plan_, a_); });  // ~0.1 ms a call
-        return (double) bytes_ / t.median_ns * threads_;
+        const int calls = 5;  // ~0.1 ms a call
+        for (int attempt = 0; attempt < 3; ++attempt) {
+            double t[2];
+            for (int i = 1; i >= 0; --i) {
+                t[i] = time_calls(calls, [&](int) { one_->flash_attn(fd_[i], plan_[i], a_); }).median_ns;
+            }
+            if (fd_[1].n_kv == fd_[0].n_kv) return (double) bytes_[1] / t[1] * threads_;
+            if (t[1] > t[0]) return (double) (bytes_[1] - bytes_[0]) / (t[1] - t[0]) * threads_;
+        }
+        return 0.0;
     }
 
 private:
     std::unique_ptr<attn_backend> one_;
-    fa_desc fd_;
+    fa_desc fd_[2];
+    fa_plan plan_[2];
+    size_t bytes_[2] = {0, 0};
     fa_args a_;
-    fa_plan plan_;
     std::vector<float> out_;
-    size_t bytes_ = 0;
     int threads_ = 1;
 };
 
@@ -403,8 +417,10 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
         r.fa = time_calls(c.repeats, fa_call, stop, [&](int, double ns) {
             probe_gbs.push_back(probe.read_gbs());
             frac.push_back((double) r.kv_bytes / ns / probe_gbs.back());
-            roof_gbs.push_back(roof.gbs());
-            roof_frac.push_back(roof_gbs.back() / probe_gbs.back());
+            if (const double g = roof.gbs(); g > 0) {
+                roof_gbs.push_back(g);
+                roof_frac.push_back(g / probe_gbs.back());
+            }
         });
         // summarize: statistics of any samples
         r.adj_read_gbs = summarize(std::move(probe_gbs)).median_ns;

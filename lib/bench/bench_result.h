@@ -37,12 +37,12 @@ struct point_result {
     // calls of (call's GB/s / its pass's GB/s); 0 = not measured (CUDA, or a run written before these existed)
     double adj_read_gbs = 0;
     double adj_frac = 0;
-    // compute roof (CPU backend), measured right after each timed call's probe pass: GB/s of one thread on this
-    // point's type and head shape with K/V resident in its L2 (roof_ctx cells of one sequence, a few calls in a
-    // row), times the thread count: the rate the kernel could reach if memory cost nothing. roof_gbs = median over
-    // the timed calls; roof_frac = median over the calls of roof GB/s / that call's probe pass GB/s (< 1: the
-    // point is compute-bound here and neither %lim nor %adj can reach 100). 0 = not measured (CUDA, or a run
-    // written before they existed)
+    // compute roof (CPU backend), measured right after each timed call's probe pass: the GB/s one thread reaches
+    // on this point's type and head shape with K/V resident in its L2 (the cells from 64 to roof_ctx of one
+    // sequence: bytes over the difference of the two call times, so per-call work cancels), times the thread
+    // count: the rate the kernel could reach on a long context if memory cost nothing. roof_gbs = median over the
+    // timed calls; roof_frac = median over the calls of roof GB/s / that call's probe pass GB/s (< 1: the point is
+    // compute-bound here and %adj cannot reach 100). 0 = not measured (CUDA, or a run written before they existed)
     double roof_gbs = 0;
     double roof_frac = 0;
     int64_t roof_ctx = 0;

@@ -70,7 +70,7 @@ void write_table(std::ostream & os, const sweep_output & o) {
     fmt::print(os, "xEigen / xRef = baseline median time / kernel median time (> 1: the kernel is faster).\n");
     if (std::any_of(o.results.begin(), o.results.end(), [](const point_result & r) { return r.roof_gbs > 0; })) {
         fmt::print(os, "%roof = median over the timed calls of the kernel's compute roof (one thread, K/V in its L2, "
-                       "times the threads) over the adjacent probe pass: below 100 the point is compute-bound here and "
+                       "per-call work excluded, times the threads) over the adjacent probe pass: below 100 the point is compute-bound here and "
                        "%adj cannot reach 100.\n");
     }
     if (o.interrupted) fmt::print(os, "INTERRUPTED: only the points above were measured.\n");
