@@ -299,6 +299,7 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel 
     REQUIRE(o.results.size() == 6);
     REQUIRE(o.limits.size() == 1);
     CHECK(o.limits[0].read_gbs > 0);
+    CHECK(o.limits[0].read_gbs_one_thread > 0);  // 2 threads: the one-thread probe runs too
     CHECK(!o.interrupted);
     for (const point_result & r : o.results) {
         INFO("ctx " << r.point.ctx << " " << ggml_type_name(r.point.type));
@@ -365,6 +366,7 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel 
     std::ostringstream table;
     write_table(table, o);
     CHECK(table.str().find("measured limit") != std::string::npos);
+    CHECK(table.str().find("read on 1 thread") != std::string::npos);
     // tiny_config's 16 MiB probe fits in any last-level cache of 16 MiB or more: the run says so
     const bool in_cache = last_level_cache_bytes() >= c.limit_bytes;
     CHECK((table.str().find("fits in the") != std::string::npos) == in_cache);
@@ -635,6 +637,9 @@ TEST_CASE("kvbench.json fields: whole numbers in range, typed, plausible; output
     x.results[0].adj_frac = 1e308;
     has(merge_error({x}), "adj_frac is 1e+308; it must be a finite number in [0, 1000]");
     x = a;
+    x.limits[0].read_gbs_one_thread = -1;
+    has(merge_error({x}), "read_gbs_one_thread is -1");
+    x = a;
     x.results[0].roof_frac = -1;
     has(merge_error({x}), "roof_frac is -1; it must be a finite number in [0, 1000]");
     x = a;
@@ -717,4 +722,27 @@ TEST_CASE("cpu_cache_bytes: per level, data or unified caches only") {
     CHECK(l1 > 0);
     CHECK(l1 < l2);
     CHECK(l2 <= llc);
+}
+
+TEST_CASE("probe_core_bound: the probe scaled with its threads") {
+    run_limit l{0, "h", 20, 30, 10};
+    CHECK(probe_core_bound(l, 2));       // 2.0x on 2 threads
+    l.read_gbs = 15;
+    CHECK(probe_core_bound(l, 2));       // 1.5x = 0.75 x 2
+    l.read_gbs = 14.9;
+    CHECK_FALSE(probe_core_bound(l, 2));
+    CHECK_FALSE(probe_core_bound(l, 16));  // 1.49x on 16 threads: memory-bound
+    l.read_gbs = 20;
+    CHECK_FALSE(probe_core_bound(l, 1));   // one thread: nothing to compare
+    l.read_gbs_one_thread = 0;
+    CHECK_FALSE(probe_core_bound(l, 2));   // not measured
+
+    // kvbench.json: written and read back; a file from before it existed reads 0
+    sweep_output o;
+    o.config = tiny_config();
+    o.limits.push_back({0, "h", 20, 30, 11.5});
+    nlohmann::json j = to_json(o);
+    CHECK(sweep_output_from_json(j).limits[0].read_gbs_one_thread == 11.5);
+    j["limits"][0].erase("read_gbs_one_thread");
+    CHECK(sweep_output_from_json(j).limits[0].read_gbs_one_thread == 0);
 }

@@ -262,7 +262,8 @@ void time_kshift(attn_backend & be, const sweep_config & c, const bench_point & 
 
 run_limit measure_run_limit(const sweep_config & c, const std::string & host) {
     const bandwidth_result b = measure_bandwidth(c.limit_bytes, c.threads, 5);
-    return {c.shard.index, host, b.read_gbs, b.copy_gbs};
+    const double one = c.threads > 1 ? measure_bandwidth(c.limit_bytes, 1, 5).read_gbs : 0.0;
+    return {c.shard.index, host, b.read_gbs, b.copy_gbs, one};
 }
 
 namespace {

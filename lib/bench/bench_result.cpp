@@ -33,6 +33,10 @@ time_stats summarize(std::vector<double> s) {
 double point_result::gbs() const { return fa.n ? (double) kv_bytes / fa.median_ns : 0.0; }
 double point_result::gbs_best() const { return fa.n ? (double) kv_bytes / fa.min_ns : 0.0; }
 double point_result::frac_limit() const { return limit_read_gbs > 0 ? gbs() / limit_read_gbs : 0.0; }
+bool probe_core_bound(const run_limit & l, int threads) {
+    return threads > 1 && l.read_gbs_one_thread > 0 && l.read_gbs >= 0.75 * threads * l.read_gbs_one_thread;
+}
+
 double point_result::tokens_per_s() const { return fa.n ? (double) point.batch * 1e9 / fa.median_ns : 0.0; }
 double point_result::eigen_ratio() const { return fa.n && eigen.n ? eigen.median_ns / fa.median_ns : 0.0; }
 double point_result::ref_ratio() const { return fa.n && ref.n ? ref.median_ns / fa.median_ns : 0.0; }
@@ -210,7 +214,11 @@ machine_info collect_machine_info(const std::string & build_type) {
 nlohmann::json to_json(const sweep_output & o) {
     nlohmann::json limits = nlohmann::json::array();
     for (const run_limit & l : o.limits) {
-        limits.push_back({{"shard", l.shard}, {"host", l.host}, {"read_gbs", l.read_gbs}, {"copy_gbs", l.copy_gbs}});
+        limits.push_back({{"shard", l.shard},
+                          {"host", l.host},
+                          {"read_gbs", l.read_gbs},
+                          {"copy_gbs", l.copy_gbs},
+                          {"read_gbs_one_thread", l.read_gbs_one_thread}});
     }
     nlohmann::json points = nlohmann::json::array();
     for (const point_result & r : o.results) points.push_back(point_json(r));
@@ -246,7 +254,8 @@ sweep_output sweep_output_from_json(const nlohmann::json & j) {
         for (const auto & l : j.at("limits")) {
             const std::string lw = fmt::format("limits[{}].", i++);
             o.limits.push_back({json_int<int>(l, "shard", lw), json_get<std::string>(l, "host", lw),
-                                json_get<double>(l, "read_gbs", lw), json_get<double>(l, "copy_gbs", lw)});
+                                json_get<double>(l, "read_gbs", lw), json_get<double>(l, "copy_gbs", lw),
+                                l.contains("read_gbs_one_thread") ? json_get<double>(l, "read_gbs_one_thread", lw) : 0.0});
         }
         i = 0;
         for (const auto & p : j.at("points")) o.results.push_back(point_from(p, fmt::format("points[{}].", i++)));
@@ -346,6 +355,7 @@ void check_shard_values(const sweep_output & p, const std::string & name) {
         const std::string where = fmt::format("limit of shard {}", l.shard);
         check_value(l.read_gbs, name, where + ": read_gbs", 1e6);
         check_value(l.copy_gbs, name, where + ": copy_gbs", 1e6);
+        check_value(l.read_gbs_one_thread, name, where + ": read_gbs_one_thread", 1e6);
         own_limit = own_limit || l.shard == s.index;
     }
     if (!own_limit) {

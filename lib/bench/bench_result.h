@@ -85,7 +85,14 @@ struct run_limit {
     std::string host;
     double read_gbs = 0;
     double copy_gbs = 0;
+    // CPU probe only, with more than one thread: the same read probe on one thread. read_gbs close to
+    // threads x this means the probe is bound by each core's own miss handling, not by the memory system
+    // (probe_core_bound). 0 = not measured (CUDA, one thread, or a run written before it existed)
+    double read_gbs_one_thread = 0;
 };
+// True when the run's read probe scaled with its threads (read_gbs >= 0.75 x threads x read_gbs_one_thread): the
+// cores, not DRAM, set the limit, so a kernel that also computes on those cores cannot reach it.
+bool probe_core_bound(const run_limit & l, int threads);
 
 struct sweep_output {
     sweep_config config;

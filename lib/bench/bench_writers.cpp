@@ -49,8 +49,17 @@ void write_table(std::ostream & os, const sweep_output & o) {
                o.machine.gpu.empty() ? "" : ", GPU " + o.machine.gpu, o.machine.build_type, o.machine.git_commit,
                o.machine.date);
     for (const run_limit & l : o.limits) {
-        fmt::print(os, "measured limit (shard {}, {}): read {:.1f} GB/s, copy {:.1f} GB/s ({} threads, {} MiB)\n",
-                   l.shard, l.host, l.read_gbs, l.copy_gbs, c.threads, c.limit_bytes >> 20);
+        fmt::print(os, "measured limit (shard {}, {}): read {:.1f} GB/s, copy {:.1f} GB/s ({} threads, {} MiB){}\n",
+                   l.shard, l.host, l.read_gbs, l.copy_gbs, c.threads, c.limit_bytes >> 20,
+                   l.read_gbs_one_thread > 0 ? fmt::format("; read on 1 thread {:.1f} GB/s (x{:.2f} with {})",
+                                                           l.read_gbs_one_thread, l.read_gbs / l.read_gbs_one_thread,
+                                                           c.threads)
+                                             : "");
+        if (probe_core_bound(l, c.threads)) {
+            fmt::print(os, "note: the read probe scales with its threads: each core's own miss handling, not memory, "
+                           "sets this limit, and a kernel that also computes on those cores cannot reach it (see "
+                           "%roof)\n");
+        }
     }
     for (const std::string & n : o.notes) fmt::print(os, "note: {}\n", n);
     fmt::print(os, "{:>7} {:>5} {:>5} {:>6} {:>11} {:>7} {:>6} {:>6} {:>6} {:>10} {:>8} {:>7} {:>9} {:>9} {:>11}  {}\n",
