@@ -57,8 +57,8 @@ void write_table(std::ostream & os, const sweep_output & o) {
                                              : "");
         if (probe_core_bound(l, c.threads)) {
             fmt::print(os, "note: the read probe scales with its threads: each core's own miss handling, not memory, "
-                           "sets this limit, and a kernel that also computes on those cores cannot reach it (see "
-                           "%roof)\n");
+                           "sets this limit, and a kernel computing on the same cores reaches it only if its arithmetic "
+                           "hides completely under its loads (see %roof)\n");
         }
     }
     for (const std::string & n : o.notes) fmt::print(os, "note: {}\n", n);
