@@ -746,3 +746,21 @@ TEST_CASE("probe_core_bound: the probe scaled with its threads") {
     j["limits"][0].erase("read_gbs_one_thread");
     CHECK(sweep_output_from_json(j).limits[0].read_gbs_one_thread == 0);
 }
+
+TEST_CASE("write_outputs: an output directory that cannot be created is bad input naming --out") {
+    if (!std::filesystem::is_directory("/proc/self")) {
+        MESSAGE("no /proc here: skipped");
+        return;
+    }
+    sweep_output o;
+    o.config = tiny_config();
+    // /proc passes check_output_dir's permission test as root, and mkdir under it fails
+    try {
+        write_outputs("/proc/kvsim-no-such-dir", o);
+        FAIL("write_outputs did not throw");
+    } catch (const input_error & e) {
+        const std::string what = e.what();
+        CHECK_MESSAGE(what.find("--out") != std::string::npos, what);
+        CHECK_MESSAGE(what.find("/proc/kvsim-no-such-dir") != std::string::npos, what);
+    }
+}

@@ -200,7 +200,11 @@ void write_svg(std::ostream & os, const sweep_output & o) {
 }
 
 void write_outputs(const std::string & dir, const sweep_output & o) {
-    std::filesystem::create_directories(dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {  // e.g. under /proc, which passes check_output_dir's permission test as root
+        throw input_error("--out", 0, dir, fmt::format("cannot create the output directory: {}", ec.message()));
+    }
     const std::filesystem::path d(dir);
     // all three written and closed before any is renamed into place: a failure leaves none of them
     atomic_file csv((d / "kvbench.csv").string());

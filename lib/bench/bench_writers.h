@@ -19,8 +19,8 @@ void write_csv(std::ostream & os, const sweep_output & o);
 // (kv type, batch), the measured read bandwidth as a horizontal roofline on the GB/s panel.
 void write_svg(std::ostream & os, const sweep_output & o);
 
-// Write DIR/kvbench.csv, DIR/kvbench.json, DIR/kvbench.svg atomically (creates DIR). Throws std::runtime_error
-// on I/O failure.
+// Write DIR/kvbench.csv, DIR/kvbench.json, DIR/kvbench.svg atomically (creates DIR). Throws input_error (exit 2)
+// naming --out when DIR cannot be created, std::runtime_error on other I/O failures.
 void write_outputs(const std::string & dir, const sweep_output & o);
 // Refuse an output directory before any work: empty, an existing non-directory (or a path through one), or one
 // that cannot be created or written (the nearest existing ancestor is not a writable directory). Throws
