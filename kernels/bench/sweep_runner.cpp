@@ -279,10 +279,8 @@ point_result point_header(const sweep_config & c, const bench_point & p, double 
     return r;
 }
 
-}  // namespace
-
-// Cells of one sequence whose K+V take at most half of one core's L2 (1 MiB assumed when unknown), a multiple of
-// 64 (the largest tile), at least 64 and at most ctx.
+// Cells of one sequence whose K+V take at most half of one core's L2 (1 MiB assumed when unknown): a multiple of
+// 64 (the largest tile), at least 64, then capped at ctx.
 int64_t roof_cells(const sweep_config & c, const bench_point & p) {
     const size_t l2 = cpu_cache_bytes(2) > 0 ? cpu_cache_bytes(2) : (size_t) 1 << 20;
     const size_t per_cell = fa_kv_bytes(1, 1, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
@@ -295,7 +293,7 @@ int64_t roof_cells(const sweep_config & c, const bench_point & p) {
 // cells (one tile), alternately, so K/V sit in that core's L2. gbs() = the bytes of the cells in between over the
 // difference of the two median times (the per-call work, Q rotation and rounding, output and merge, cancels out),
 // times c.threads: cores do not share L2 or execution units on current x86 servers, so this bounds what c.threads
-// cores can do on a long context when memory costs nothing. With roof_cells == 64 (ctx <= 127), the plain rate.
+// cores can do on a long context when memory costs nothing. With ctx <= 64 (one tile only), the plain rate.
 class roof_meter {
 public:
     roof_meter(const sweep_config & c, const bench_point & p, fa_desc fd, const fa_args & a)
@@ -336,6 +334,8 @@ private:
     std::vector<float> out_;
     int threads_ = 1;
 };
+
+}  // namespace
 
 point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
                              double read_gbs, const call_timer & backend_timer, const std::atomic<bool> * stop) {
