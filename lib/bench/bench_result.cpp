@@ -33,13 +33,13 @@ time_stats summarize(std::vector<double> s) {
 double point_result::gbs() const { return fa.n ? (double) kv_bytes / fa.median_ns : 0.0; }
 double point_result::gbs_best() const { return fa.n ? (double) kv_bytes / fa.min_ns : 0.0; }
 double point_result::frac_limit() const { return limit_read_gbs > 0 ? gbs() / limit_read_gbs : 0.0; }
-bool probe_core_bound(const run_limit & l, int threads) {
-    return threads > 1 && l.read_gbs_one_thread > 0 && l.read_gbs >= 0.75 * threads * l.read_gbs_one_thread;
-}
-
 double point_result::tokens_per_s() const { return fa.n ? (double) point.batch * 1e9 / fa.median_ns : 0.0; }
 double point_result::eigen_ratio() const { return fa.n && eigen.n ? eigen.median_ns / fa.median_ns : 0.0; }
 double point_result::ref_ratio() const { return fa.n && ref.n ? ref.median_ns / fa.median_ns : 0.0; }
+
+bool probe_core_bound(const run_limit & l, int threads) {
+    return threads > 1 && l.read_gbs_one_thread > 0 && l.read_gbs >= 0.75 * threads * l.read_gbs_one_thread;
+}
 
 namespace {
 
