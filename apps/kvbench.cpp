@@ -251,6 +251,13 @@ int main(int argc, char ** argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", "kvbench 0.1.0");
     CLI::App * sweep = app.add_subcommand("sweep", "Time mask build/update, flash-attention decode and K-shift per point");
+    sweep->footer(
+        "Columns (CPU backend): GB/s = K+V bytes of one call / its median time. %lim = GB/s / the read bandwidth the\n"
+        "probe measured at the start of the run. %adj = median over the timed calls of the call's GB/s / one probe\n"
+        "pass right after it (same second). %roof = the kernel's compute roof (one thread with K/V in its L2, per-call\n"
+        "work excluded, times the threads: its speed if memory cost nothing) / that same probe pass; below 100 the\n"
+        "point is compute-bound and %adj cannot reach 100, above 100 memory-bound. The probe pass and the roof add\n"
+        "about 30 ms per timed call. Field reference: docs/benchmarks.md, \"kvbench columns\".");
     sweep_cli sc;
     sc.add_to(*sweep);
     CLI::App * merge = app.add_subcommand("merge", "Join the kvbench.json of shard runs into one set of outputs");

@@ -464,7 +464,9 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
                     : "times: one warm-up call, then --repeats calls; GB/s and %lim from the median time, limit = read "
                       "bandwidth measured in this run with the same thread count; %adj = median over the timed calls "
                       "of the call's GB/s over one read pass of the same probe right after it (same second, same "
-                      "neighbours)",
+                      "neighbours); %roof = the kernel's compute roof (one thread, K/V in its L2, per-call work "
+                      "excluded, times the threads: its speed if memory cost nothing) over that same pass, below 100 "
+                      "compute-bound (%adj cannot reach 100), above 100 memory-bound",
         fmt::format("Eigen baseline: dense GEMM Q.K^T, softmax, .V on pre-converted f32 K/V, {} threads, skipped above "
                     "{} MiB of f32 K+V",
                     c.threads, c.eigen_max_bytes >> 20),

@@ -58,7 +58,7 @@ void write_table(std::ostream & os, const sweep_output & o) {
         if (probe_core_bound(l, c.threads)) {
             fmt::print(os, "note: the read probe scales with its threads: each core's own miss handling, not memory, "
                            "sets this limit, and a kernel computing on the same cores reaches it only if its arithmetic "
-                           "hides completely under its loads (see %roof)\n");
+                           "hides completely under its loads (%roof below)\n");
         }
     }
     for (const std::string & n : o.notes) fmt::print(os, "note: {}\n", n);
@@ -77,11 +77,6 @@ void write_table(std::ostream & os, const sweep_output & o) {
                    r.status == "ok" ? r.note : r.status + ": " + r.note);
     }
     fmt::print(os, "xEigen / xRef = baseline median time / kernel median time (> 1: the kernel is faster).\n");
-    if (std::any_of(o.results.begin(), o.results.end(), [](const point_result & r) { return r.roof_gbs > 0; })) {
-        fmt::print(os, "%roof = median over the timed calls of the kernel's compute roof (one thread, K/V in its L2, "
-                       "per-call work excluded, times the threads) over the adjacent probe pass: below 100 the point is compute-bound here and "
-                       "%adj cannot reach 100.\n");
-    }
     if (o.interrupted) fmt::print(os, "INTERRUPTED: only the points above were measured.\n");
 }
 
