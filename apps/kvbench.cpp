@@ -255,9 +255,9 @@ int main(int argc, char ** argv) {
         "Columns (CPU backend): GB/s = K+V bytes of one call / its median time. %lim = GB/s / the read bandwidth the\n"
         "probe measured at the start of the run. %adj = median over the timed calls of the call's GB/s / one probe\n"
         "pass right after it (same second). %roof = the kernel's compute roof (one thread with K/V in its L2, per-call\n"
-        "work excluded, times the threads: its speed if memory cost nothing) / that same probe pass; below 100 the\n"
-        "point is compute-bound and %adj cannot reach 100, above 100 memory-bound. The probe pass and the roof add\n"
-        "about 30 ms per timed call. Field reference: docs/benchmarks.md, \"kvbench columns\".");
+        "work excluded, times the threads up to the cores: its speed if memory cost nothing) / that same probe pass;\n"
+        "below 100 the point is compute-bound and %adj cannot reach 100, above 100 memory-bound. The probe pass\n"
+        "and the roof add about 30 ms per timed call. Field reference: docs/benchmarks.md, \"kvbench columns\".");
     sweep_cli sc;
     sc.add_to(*sweep);
     CLI::App * merge = app.add_subcommand("merge", "Join the kvbench.json of shard runs into one set of outputs");

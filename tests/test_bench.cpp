@@ -321,10 +321,12 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes analytical, kernel 
         // one probe pass right after the (single) timed call: its ratio is that call's GB/s over the pass's
         CHECK(r.adj_read_gbs > 0);
         CHECK(r.adj_frac == doctest::Approx(r.gbs() / r.adj_read_gbs));
-        // compute roof: one sequence's cells filling at most half of one core's L2, whole 64-cell tiles, <= ctx
+        // compute roof: one sequence's cells filling at most half of one core's L2 in whole 128-cell tiles, <= ctx
         const size_t l2 = cpu_cache_bytes(2) > 0 ? cpu_cache_bytes(2) : (size_t) 1 << 20;
-        const int64_t fit = (int64_t) (l2 / 2 / expected_kv_bytes(1, 1, 8, r.point.type, 128)) / 64 * 64;
-        CHECK(r.roof_ctx == std::min(r.point.ctx, std::max<int64_t>(64, fit)));
+        const int64_t fit = std::max<int64_t>(128, (int64_t) (l2 / 2 / expected_kv_bytes(1, 1, 8, r.point.type, 128)) / 128 * 128);
+        const int64_t big = std::min(fit, r.point.ctx / 128 * 128);
+        CHECK(r.roof_ctx == (big >= 256 ? big : std::min(r.point.ctx, fit)));
+        CHECK(r.roof_ctx % 128 == 0);  // ctx 256 and 1024: whole tiles either way
         CHECK(r.roof_gbs > 0);
         CHECK(r.roof_frac == doctest::Approx(r.roof_gbs / r.adj_read_gbs));
     }
@@ -639,6 +641,23 @@ TEST_CASE("kvbench.json fields: whole numbers in range, typed, plausible; output
     x = a;
     x.limits[0].read_gbs_one_thread = -1;
     has(merge_error({x}), "read_gbs_one_thread is -1");
+    x = a;
+    x.limits[0].read_gbs_one_thread = 5e-324;  // would print "xinf"
+    has(merge_error({x}), "a run's probe is 0.1 to 4 x threads");
+    x = a;
+    x.config.threads = 1;
+    x.limits[0].read_gbs_one_thread = x.limits[0].read_gbs;
+    has(merge_error({x}), "only CPU runs with more threads measure it");
+    x = a;
+    x.results[0].roof_ctx = x.results[0].point.ctx + 1;
+    has(merge_error({x}), "roof_ctx is");
+    x = a;
+    x.results[0].roof_ctx = -64;
+    has(merge_error({x}), "roof_ctx is -64");
+    x = a;
+    x.config.backend = "cuda";
+    x.results[0].roof_gbs = 5;
+    has(merge_error({x}), "only the CPU backend measures a compute roof");
     x = a;
     x.results[0].roof_frac = -1;
     has(merge_error({x}), "roof_frac is -1; it must be a finite number in [0, 1000]");

@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <thread>
 
 #include "bandwidth.h"
 #include "util/errors.h"
@@ -279,29 +280,42 @@ point_result point_header(const sweep_config & c, const bench_point & p, double 
     return r;
 }
 
-// Cells of one sequence whose K+V take at most half of one core's L2 (1 MiB assumed when unknown): a multiple of
-// 64 (the largest tile), at least 64, then capped at ctx.
-int64_t roof_cells(const sweep_config & c, const bench_point & p) {
+// Cell counts of the roof's two calls. One sequence's cells whose K+V take at most half of one core's L2 (1 MiB
+// assumed when unknown), in whole tiles of cpu_backend::fa_tile cells (the largest tile, so any type's tiles fit
+// whole): {fa_tile, that many} when it is at least two tiles and ctx allows, else {n, n} with n = min(ctx, fit),
+// a plain rate that includes the per-call work.
+std::pair<int64_t, int64_t> roof_cells(const sweep_config & c, const bench_point & p) {
+    const int64_t T = cpu_backend::fa_tile;
     const size_t l2 = cpu_cache_bytes(2) > 0 ? cpu_cache_bytes(2) : (size_t) 1 << 20;
     const size_t per_cell = fa_kv_bytes(1, 1, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
-    const int64_t cells = (int64_t) (l2 / 2 / std::max<size_t>(1, per_cell)) / 64 * 64;
-    return std::min(p.ctx, std::max<int64_t>(64, cells));
+    const int64_t fit = std::max<int64_t>(T, (int64_t) (l2 / 2 / std::max<size_t>(1, per_cell)) / T * T);
+    const int64_t big = std::min(fit, p.ctx / T * T);
+    if (big >= 2 * T) return {T, big};
+    const int64_t n = std::min(p.ctx, fit);
+    return {n, n};
+}
+
+// Cores the roof's one-thread rate is multiplied by: the threads, but no more than the machine has.
+int roof_cores(int threads) {
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw > 0 ? std::min(threads, (int) hw) : threads;
 }
 
 // Compute roof of the point's kernel: one thread (its own backend, so no wake-ups or split-KV merge of the
-// c.threads pool) runs stream 0 of the point's K/V, unmasked, over its first roof_cells cells and over its first 64
-// cells (one tile), alternately, so K/V sit in that core's L2. gbs() = the bytes of the cells in between over the
+// c.threads pool) runs stream 0 of the point's K/V, unmasked, over its first `big` and its first `small` cells
+// (roof_cells), alternately, so K/V sit in that core's L2. gbs() = the bytes of the cells in between over the
 // difference of the two median times (the per-call work, Q rotation and rounding, output and merge, cancels out),
-// times c.threads: cores do not share L2 or execution units on current x86 servers, so this bounds what c.threads
-// cores can do on a long context when memory costs nothing. With ctx <= 64 (one tile only), the plain rate.
+// times roof_cores(c.threads): cores do not share L2 or execution units on current x86 servers, so this bounds
+// what they can do on a long context when memory costs nothing. small == big: that call's plain rate.
 class roof_meter {
 public:
     roof_meter(const sweep_config & c, const bench_point & p, fa_desc fd, const fa_args & a)
-        : one_(make_cpu_backend(1)), a_(a), threads_(c.threads) {
+        : one_(make_cpu_backend(1)), a_(a), cores_(roof_cores(c.threads)) {
         fd.n_stream = 1;
+        const auto [small, big] = roof_cells(c, p);
         for (int i = 0; i < 2; ++i) {
             fd_[i] = fd;
-            fd_[i].n_kv = i == 0 ? std::min<int64_t>(64, p.ctx) : roof_cells(c, p);
+            fd_[i].n_kv = i == 0 ? small : big;
             plan_[i] = one_->plan_flash_attn(fd_[i]);
             bytes_[i] = fa_kv_bytes(fd_[i].n_kv, 1, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
         }
@@ -319,8 +333,8 @@ public:
             for (int i = 1; i >= 0; --i) {
                 t[i] = time_calls(calls, [&](int) { one_->flash_attn(fd_[i], plan_[i], a_); }).median_ns;
             }
-            if (fd_[1].n_kv == fd_[0].n_kv) return (double) bytes_[1] / t[1] * threads_;
-            if (t[1] > t[0]) return (double) (bytes_[1] - bytes_[0]) / (t[1] - t[0]) * threads_;
+            if (fd_[1].n_kv == fd_[0].n_kv) return (double) bytes_[1] / t[1] * cores_;
+            if (t[1] > t[0]) return (double) (bytes_[1] - bytes_[0]) / (t[1] - t[0]) * cores_;
         }
         return 0.0;
     }
@@ -332,7 +346,7 @@ private:
     size_t bytes_[2] = {0, 0};
     fa_args a_;
     std::vector<float> out_;
-    int threads_ = 1;
+    int cores_ = 1;
 };
 
 }  // namespace

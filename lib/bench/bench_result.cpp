@@ -346,6 +346,38 @@ void check_stats(const time_stats & t, const std::string & name, const std::stri
     }
 }
 
+// The one-thread probe exists only for a CPU run with more than one thread, and is a plausible fraction of the run's
+// probe (x0.1 to x4 per thread: the N-thread probe is neither ten times slower nor far beyond N one-thread ones).
+void check_one_thread_probe(const sweep_config & c, const run_limit & l, const std::string & name,
+                            const std::string & where) {
+    if (l.read_gbs_one_thread == 0) return;
+    if (c.backend != "cpu" || c.threads == 1) {
+        throw usage_error(fmt::format("kvbench merge: {}: {}: read_gbs_one_thread is {} in a {} run with {} thread(s); "
+                                      "only CPU runs with more threads measure it (0 otherwise)",
+                                      name, where, l.read_gbs_one_thread, c.backend, c.threads));
+    }
+    const double ratio = l.read_gbs / l.read_gbs_one_thread;
+    if (!(ratio >= 0.1 && ratio <= 4.0 * c.threads)) {
+        throw usage_error(fmt::format("kvbench merge: {}: {}: read_gbs {} is x{:.3g} read_gbs_one_thread {}; a run's "
+                                      "probe is 0.1 to 4 x threads ({}) times its one-thread probe",
+                                      name, where, l.read_gbs, ratio, l.read_gbs_one_thread, c.threads));
+    }
+}
+
+// Roof values come from CPU runs only; roof_ctx is 0 (none) or 1..ctx cells.
+void check_roof(const sweep_config & c, const point_result & r, const std::string & name, const std::string & pt) {
+    if (r.roof_ctx < 0 || r.roof_ctx > r.point.ctx) {
+        throw usage_error(fmt::format("kvbench merge: {}: {}roof_ctx is {}; it must be 0 (not measured) or 1..{} (the "
+                                      "point's ctx)",
+                                      name, pt, r.roof_ctx, r.point.ctx));
+    }
+    if (c.backend != "cpu" && (r.roof_gbs != 0 || r.roof_frac != 0 || r.roof_ctx != 0)) {
+        throw usage_error(fmt::format("kvbench merge: {}: {}roof values in a {} run; only the CPU backend measures a "
+                                      "compute roof",
+                                      name, pt, c.backend));
+    }
+}
+
 // The values a writer produces: status ok/skipped (the only two bench_point_run and run_sweep write), finite
 // non-negative bandwidths and times, and the shard's own measured limit (the roofline and %lim of its points).
 void check_shard_values(const sweep_output & p, const std::string & name) {
@@ -356,6 +388,7 @@ void check_shard_values(const sweep_output & p, const std::string & name) {
         check_value(l.read_gbs, name, where + ": read_gbs", 1e6);
         check_value(l.copy_gbs, name, where + ": copy_gbs", 1e6);
         check_value(l.read_gbs_one_thread, name, where + ": read_gbs_one_thread", 1e6);
+        check_one_thread_probe(p.config, l, name, where);
         own_limit = own_limit || l.shard == s.index;
     }
     if (!own_limit) {
@@ -374,6 +407,7 @@ void check_shard_values(const sweep_output & p, const std::string & name) {
         check_value(r.adj_frac, name, pt + "adj_frac", 1e3);
         check_value(r.roof_gbs, name, pt + "roof_gbs", 1e6);
         check_value(r.roof_frac, name, pt + "roof_frac", 1e3);
+        check_roof(p.config, r, name, pt);
         check_stats(r.fa, name, pt + "flash_attn");
         check_stats(r.mask_full, name, pt + "mask_full");
         check_stats(r.mask_update, name, pt + "mask_update");

@@ -51,7 +51,7 @@ void write_table(std::ostream & os, const sweep_output & o) {
     for (const run_limit & l : o.limits) {
         fmt::print(os, "measured limit (shard {}, {}): read {:.1f} GB/s, copy {:.1f} GB/s ({} threads, {} MiB){}\n",
                    l.shard, l.host, l.read_gbs, l.copy_gbs, c.threads, c.limit_bytes >> 20,
-                   l.read_gbs_one_thread > 0 ? fmt::format("; read on 1 thread {:.1f} GB/s (x{:.2f} with {})",
+                   l.read_gbs_one_thread > 0 && l.read_gbs > 0 ? fmt::format("; read on 1 thread {:.1f} GB/s (x{:.2f} with {})",
                                                            l.read_gbs_one_thread, l.read_gbs / l.read_gbs_one_thread,
                                                            c.threads)
                                              : "");
