@@ -135,11 +135,11 @@ point_result point_from(const nlohmann::json & j, const std::string & w) {
     r.copies = json_int<int>(j, "copies", w);
     r.limit_read_gbs = json_get<double>(j, "limit_read_gbs", w);
     // absent in runs written before they existed
-    r.adj_read_gbs = j.contains("adj_read_gbs") ? json_get<double>(j, "adj_read_gbs", w) : 0.0;
-    r.adj_frac = j.contains("adj_frac") ? json_get<double>(j, "adj_frac", w) : 0.0;
-    r.roof_gbs = j.contains("roof_gbs") ? json_get<double>(j, "roof_gbs", w) : 0.0;
-    r.roof_frac = j.contains("roof_frac") ? json_get<double>(j, "roof_frac", w) : 0.0;
-    r.roof_ctx = j.contains("roof_ctx") ? json_int<int64_t>(j, "roof_ctx", w) : 0;
+    r.adj_read_gbs = json_get_or(j, "adj_read_gbs", w, 0.0);
+    r.adj_frac = json_get_or(j, "adj_frac", w, 0.0);
+    r.roof_gbs = json_get_or(j, "roof_gbs", w, 0.0);
+    r.roof_frac = json_get_or(j, "roof_frac", w, 0.0);
+    r.roof_ctx = json_get_or<int64_t>(j, "roof_ctx", w, 0);
     r.fa = stats_from(json_field(j, "flash_attn", w), w + "flash_attn.");
     r.mask_full = stats_from(json_field(j, "mask_full", w), w + "mask_full.");
     r.mask_update = stats_from(json_field(j, "mask_update", w), w + "mask_update.");
@@ -255,7 +255,7 @@ sweep_output sweep_output_from_json(const nlohmann::json & j) {
             const std::string lw = fmt::format("limits[{}].", i++);
             o.limits.push_back({json_int<int>(l, "shard", lw), json_get<std::string>(l, "host", lw),
                                 json_get<double>(l, "read_gbs", lw), json_get<double>(l, "copy_gbs", lw),
-                                l.contains("read_gbs_one_thread") ? json_get<double>(l, "read_gbs_one_thread", lw) : 0.0});
+                                json_get_or(l, "read_gbs_one_thread", lw, 0.0)});
         }
         i = 0;
         for (const auto & p : j.at("points")) o.results.push_back(point_from(p, fmt::format("points[{}].", i++)));

@@ -87,4 +87,16 @@ T json_get(const nlohmann::json & j, const char * key, const std::string & where
     }
 }
 
+// A field added after files were first written: json_get, or `absent` when j has no such key (an older file).
+// Integer types go through json_int (whole and in range).
+template <class T>
+T json_get_or(const nlohmann::json & j, const char * key, const std::string & where, T absent) {
+    if (!j.contains(key)) return absent;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        return json_int<T>(j, key, where);
+    } else {
+        return json_get<T>(j, key, where);
+    }
+}
+
 }  // namespace kvsim
