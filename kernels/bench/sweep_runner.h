@@ -30,7 +30,8 @@ struct sweep_hooks {
     std::function<run_limit(const sweep_config &, const std::string & host)> measure_limit;
 };
 
-// Measure read/copy bandwidth with c.limit_bytes buffers and c.threads threads (kernels/bandwidth.h), best of 5.
+// Measure read/copy bandwidth with c.limit_bytes buffers and c.threads threads (kernels/bandwidth.h), best of 5;
+// with c.threads > 1 also the read on one thread (read_probe, best of 5), for probe_core_bound.
 run_limit measure_run_limit(const sweep_config & c, const std::string & host);
 
 // Time one point. K/V, Q, mask, output and shifts live in the backend's memory (attn_backend::alloc/upload; the
