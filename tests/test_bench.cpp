@@ -635,41 +635,37 @@ TEST_CASE("kvbench.json fields: whole numbers in range, typed, plausible; output
     has(read_error([](nlohmann::json & j) { j["limits"][0]["shard"] = -1e300; }), "limits[0].shard is -1e+300");
     CHECK(read_error([](nlohmann::json & j) { j["points"][0]["copies"] = 3.0; }) == "(no error)");  // a whole float
 
-    sweep_output x = a;
-    x.results[0].adj_frac = 1e308;
-    has(merge_error({x}), "adj_frac is 1e+308; it must be a finite number in [0, 1000]");
-    x = a;
-    x.limits[0].read_gbs_one_thread = -1;
-    has(merge_error({x}), "read_gbs_one_thread is -1");
-    x = a;
-    x.limits[0].read_gbs_one_thread = 5e-324;  // would print "xinf"
-    has(merge_error({x}), "a run's probe is 0.1 to 4 x threads");
-    x = a;
-    x.config.threads = 1;
-    x.limits[0].read_gbs_one_thread = x.limits[0].read_gbs;
-    has(merge_error({x}), "only CPU runs with more threads measure it");
-    x = a;
-    x.results[0].roof_ctx = x.results[0].point.ctx + 1;
-    has(merge_error({x}), "roof_ctx is");
-    x = a;
-    x.results[0].roof_ctx = -64;
-    has(merge_error({x}), "roof_ctx is -64");
-    x = a;
-    x.config.backend = "cuda";
-    x.results[0].roof_gbs = 5;
-    has(merge_error({x}), "only the CPU backend measures a compute roof");
-    x = a;
-    x.results[0].roof_frac = -1;
-    has(merge_error({x}), "roof_frac is -1; it must be a finite number in [0, 1000]");
-    x = a;
-    x.results[0].fa.median_ns = 0;
-    has(merge_error({x}), "measured times must satisfy 0 < min <= median <= max");
-    x = a;
-    x.limits[0].read_gbs = 1e9;
-    has(merge_error({x}), "read_gbs is 1000000000; it must be a finite number in [0, 1e+06]");
+    const auto merged_error = [&](const std::function<void(sweep_output &)> & edit) {
+        sweep_output y = a;
+        edit(y);
+        return merge_error({y});
+    };
+    has(merged_error([](sweep_output & y) { y.results[0].adj_frac = 1e308; }),
+        "adj_frac is 1e+308; it must be a finite number in [0, 1000]");
+    has(merged_error([](sweep_output & y) { y.limits[0].read_gbs_one_thread = -1; }), "read_gbs_one_thread is -1");
+    has(merged_error([](sweep_output & y) { y.limits[0].read_gbs_one_thread = 5e-324; }),  // would print "xinf"
+        "a run's probe is 0.1 to 4 x threads");
+    has(merged_error([](sweep_output & y) {
+            y.config.threads = 1;
+            y.limits[0].read_gbs_one_thread = y.limits[0].read_gbs;
+        }),
+        "only CPU runs with more threads measure it");
+    has(merged_error([](sweep_output & y) { y.results[0].roof_ctx = y.results[0].point.ctx + 1; }), "roof_ctx is");
+    has(merged_error([](sweep_output & y) { y.results[0].roof_ctx = -64; }), "roof_ctx is -64");
+    has(merged_error([](sweep_output & y) {
+            y.config.backend = "cuda";
+            y.results[0].roof_gbs = 5;
+        }),
+        "only the CPU backend measures a compute roof");
+    has(merged_error([](sweep_output & y) { y.results[0].roof_frac = -1; }),
+        "roof_frac is -1; it must be a finite number in [0, 1000]");
+    has(merged_error([](sweep_output & y) { y.results[0].fa.median_ns = 0; }),
+        "measured times must satisfy 0 < min <= median <= max");
+    has(merged_error([](sweep_output & y) { y.limits[0].read_gbs = 1e9; }),
+        "read_gbs is 1000000000; it must be a finite number in [0, 1e+06]");
 
     scratch_dir dir("bench_hostile_outputs");
-    x = a;
+    sweep_output x = a;
     x.machine.cpu_model = "</text><script>alert(1)</script>&";
     write_outputs(dir / "esc", x);
     std::ifstream svg(dir / "esc/kvbench.svg");
