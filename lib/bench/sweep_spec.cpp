@@ -239,12 +239,12 @@ nlohmann::json config_to_json(const sweep_config & c) {
 sweep_config config_from_json(const nlohmann::json & j) {
     sweep_config c;
     try {
-        c.ctx = json_int_array<int64_t>(j, "ctx", "config.");
+        const std::string w = "config.";
+        c.ctx = json_int_array<int64_t>(j, "ctx", w);
         c.kv_types.clear();
         for (const auto & t : j.at("kv_types")) c.kv_types.push_back(parse_ggml_type(t.get<std::string>()));
-        c.batch = json_int_array<int64_t>(j, "batch", "config.");
-        c.model = j.at("model").get<std::string>();
-        const std::string w = "config.";
+        c.batch = json_int_array<int64_t>(j, "batch", w);
+        c.model = json_get<std::string>(j, "model", w);
         c.head_dim = json_int<int64_t>(j, "head_dim", w);
         c.n_head = json_int<int64_t>(j, "n_head", w);
         c.n_head_kv = json_int<int64_t>(j, "n_head_kv", w);
