@@ -1,5 +1,5 @@
-// CPU backend of the attention interface (kernels/attention.h): std::thread pool, AVX-512/AVX2 with scalar
-// fallback. Tolerances against kernels/reference.h (max abs error of the attention output, |V| < 1 content):
+// CPU backend of the attention interface (kernels/attention.h): std::thread pool, AVX-512/AVX2 loops chosen at
+// run time from the CPU's features (cpu/cpu_isa.h), scalar fallback. Tolerances against kernels/reference.h (max abs error of the attention output, |V| < 1 content):
 // f32 K/V 2e-5, any f16/q8_0/q4_0 K or V 1e-4 (the kernel dequantizes exactly like the reference, so quantization
 // itself adds no error; the gap is float vs double accumulation), the reference given fa_q_dot_type (Q rounded
 // through q8_0 for a q8_0 K, as ggml's CPU kernel does). Masks are bit-exact. K-shift: see
@@ -7,9 +7,11 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "attention.h"
+#include "cpu/cpu_isa.h"
 #include "cpu/thread_pool.h"
 #include "quant.h"
 
@@ -34,6 +36,7 @@ struct fa_thread_scratch {
     std::vector<int64_t> rows;      // grouped path: their query row index (t * n_head + h)
     std::vector<const float *> mrows;  // grouped path: each row's mask values in the tile
     std::vector<float> mvc;         // grouped path: one token's mask values of its visible cells
+    cpu::cpu_isa isa = cpu::cpu_isa::scalar;  // vector loops of the current chunk (cpu_backend::set_isa)
 };
 
 class cpu_backend final : public attn_backend {
@@ -56,6 +59,14 @@ public:
     // Flash attention reads K/V in place per KV head (fa_group.h) where the build and shape allow it (the
     // default); false forces the portable path that converts each tile to f32 first. For tests and kvbench.
     void set_fa_grouped(bool on) { fa_grouped_ = on; }
+    // The instruction set of every vector loop of flash_attn (default: cpu_isa_best(), the best this CPU has;
+    // cpu_isa.h). Throws std::invalid_argument naming the level when this CPU does not support it. For tests and
+    // kvbench (which names the path it ran in its machine line).
+    void set_isa(cpu::cpu_isa isa);
+    cpu::cpu_isa isa() const { return isa_; }
+    // The loops flash_attn runs, for kvbench's machine line: e.g. "avx2, grouped in-place K/V", "avx512+amx
+    // (q8_0 K), grouped in-place K/V", "scalar, f32 tile copy".
+    std::string path_name() const;
     // Q.K of a q8_0 K on AMX (fa_amx.h) where the CPU and kernel allow it (the default); false runs the AVX-512
     // FMA loops on the same quantized Q. For tests and A/B timing.
     void set_fa_amx(bool on) { fa_amx_ = on; }
@@ -71,6 +82,7 @@ private:
     size_t pack_q_for_amx(const fa_desc & d);
 
     bool fa_grouped_ = true;
+    cpu::cpu_isa isa_ = cpu::cpu_isa_best();
     bool fa_amx_ = true;
     bool fa_quantize_q_ = true;
     thread_pool pool_;

@@ -36,6 +36,7 @@ struct fa_query {
     const char * packed = nullptr;  // AMX: each (stream, KV head) group's rows packed by amx_pack_q, in that order
     size_t packed_bytes = 0;        // per group
     bool amx = false;               // Q.K of the grouped path on AMX (this thread's tiles configured)
+    cpu::cpu_isa isa = cpu::cpu_isa::scalar;  // the vector loops every helper of this call runs (cpu_isa.h)
 };
 
 // Row i of KV head hk's group in stream s (token i / gqa, query head hk * gqa + i % gqa) as a row of Q.
@@ -46,7 +47,8 @@ inline int64_t group_row(const fa_desc & d, int64_t s, int64_t hk, int64_t i) {
 
 // Mask values (before the ALiBi slope) of cells j0..j0+nt of every token of stream s into mv[t * T + j], and
 // live[j] = 1 where some token sees cell j. Returns false when no token sees any cell of the tile.
-bool mask_tile(const fa_desc & d, const fa_args & a, int64_t s, int64_t j0, int64_t nt, int64_t T, float * mv, char * live) {
+bool mask_tile(const fa_desc & d, const fa_args & a, cpu::cpu_isa isa, int64_t s, int64_t j0, int64_t nt, int64_t T,
+               float * mv, char * live) {
     std::fill(live, live + nt, 0);
     bool any = false;
     for (int64_t t = 0; t < d.n_tps; ++t) {
@@ -56,7 +58,7 @@ bool mask_tile(const fa_desc & d, const fa_args & a, int64_t s, int64_t j0, int6
         } else {
             const size_t idx = (size_t) ((s * d.n_tps + t) * d.n_kv + j0);
             if (a.mask_type == ggml_type::f16) {
-                cpu::row_to_f32_fast(ggml_type::f16, static_cast<const fp16_t *>(a.mask) + idx, row, nt);
+                cpu::row_to_f32_fast(ggml_type::f16, static_cast<const fp16_t *>(a.mask) + idx, row, nt, isa);
             } else {
                 std::copy_n(static_cast<const float *>(a.mask) + idx, nt, row);
             }
@@ -83,11 +85,12 @@ void visible_cells(const fa_desc & d, int64_t nt, int64_t T, const float * mv, i
 
 // Convert cell `cell` of `stream` to f32 into the tile buffer laid out [n_head_kv][T][head_dim] (tile slot j):
 // head-major so that one kv head's 32 rows are contiguous for the score and P.V loops.
-inline void convert_row_by_head(const kv_tensor & x, int64_t stream, int64_t cell, int64_t j, int64_t T, float * tile) {
+inline void convert_row_by_head(const kv_tensor & x, cpu::cpu_isa isa, int64_t stream, int64_t cell, int64_t j, int64_t T,
+                                float * tile) {
     const char * src = static_cast<const char *>(x.row(stream, cell));
     const size_t hb = x.head_bytes();
     for (int64_t h = 0; h < x.n_head_kv; ++h) {
-        cpu::row_to_f32_fast(x.type, src + h * hb, tile + (h * T + j) * x.head_dim, x.head_dim);
+        cpu::row_to_f32_fast(x.type, src + h * hb, tile + (h * T + j) * x.head_dim, x.head_dim, isa);
     }
 }
 
@@ -96,10 +99,10 @@ inline void convert_row_by_head(const kv_tensor & x, int64_t stream, int64_t cel
 void softmax_row(const fa_desc & d, int64_t r, float * srow, const float * mrow, int64_t nt, float * acc,
                  fa_thread_scratch & w) {
     const float scale = d.softcap != 0.0f ? d.scale / d.softcap : d.scale;
-    cpu::tile_scores_finish(srow, mrow, nt, scale, d.softcap, w.slope[(size_t) (r % d.n_head)]);
+    cpu::tile_scores_finish(srow, mrow, nt, scale, d.softcap, w.slope[(size_t) (r % d.n_head)], w.isa);
     float & m = w.m[(size_t) r];
     float mn;
-    const float sum = cpu::tile_softmax(srow, nt, m, &mn);
+    const float sum = cpu::tile_softmax(srow, nt, m, &mn, w.isa);
     if (sum == 0.0f) return;
     const float alpha = expf(m - mn);  // 0 when m is -INF (nothing accumulated yet)
     if (alpha != 1.0f) {
@@ -123,9 +126,12 @@ constexpr int64_t f32_tile_min_rows = 16;
 
 // The tile's rows of one KV head (head_dim elements each at h0 + j * row) as f32, [nt][head_dim] (dead cells
 // converted too; they are masked or skipped).
-const char * head_tile_f32(const kv_tensor & x, const char * h0, size_t row, int64_t nt, std::vector<float> & buf) {
+const char * head_tile_f32(const kv_tensor & x, cpu::cpu_isa isa, const char * h0, size_t row, int64_t nt,
+                           std::vector<float> & buf) {
     buf.resize((size_t) (nt * x.head_dim));
-    for (int64_t j = 0; j < nt; ++j) cpu::row_to_f32_fast(x.type, h0 + (size_t) j * row, buf.data() + j * x.head_dim, x.head_dim);
+    for (int64_t j = 0; j < nt; ++j) {
+        cpu::row_to_f32_fast(x.type, h0 + (size_t) j * row, buf.data() + j * x.head_dim, x.head_dim, isa);
+    }
     return reinterpret_cast<const char *>(buf.data());
 }
 
@@ -140,18 +146,18 @@ void dense_rows(const fa_desc & d, const fa_args & a, bool amx, const char * pac
     if (amx) {
         cpu::fa_amx_qk_q8_0(packed, w.qp.data(), n, k0, k_row, nt, d.head_dim_k, sc, T, pf);
     } else if (f32_tile && a.k.type != ggml_type::f32) {
-        const char * kf = head_tile_f32(a.k, k0, k_row, nt, w.kt);
-        cpu::fa_group_qk(ggml_type::f32, w.qp.data(), n, kf, (size_t) d.head_dim_k * sizeof(float), nt, d.head_dim_k, sc, T, pf);
+        const char * kf = head_tile_f32(a.k, w.isa, k0, k_row, nt, w.kt);
+        cpu::fa_group_qk(w.isa, ggml_type::f32, w.qp.data(), n, kf, (size_t) d.head_dim_k * sizeof(float), nt, d.head_dim_k, sc, T, pf);
     } else {
-        cpu::fa_group_qk(a.k.type, w.qp.data(), n, k0, k_row, nt, d.head_dim_k, sc, T, pf);
+        cpu::fa_group_qk(w.isa, a.k.type, w.qp.data(), n, k0, k_row, nt, d.head_dim_k, sc, T, pf);
     }
     for (int64_t i = 0; i < n; ++i) softmax_row(d, w.rows[(size_t) i], sc + i * T, w.mrows[(size_t) i], nt, w.ap[(size_t) i], w);
     if (f32_tile && a.v.type != ggml_type::f32) {
-        const char * vf = head_tile_f32(a.v, v0, v_row, nt, w.vt);
-        cpu::fa_group_pv(ggml_type::f32, w.ap.data(), sc, T, n, vf, (size_t) d.head_dim_v * sizeof(float), nt, d.head_dim_v,
+        const char * vf = head_tile_f32(a.v, w.isa, v0, v_row, nt, w.vt);
+        cpu::fa_group_pv(w.isa, ggml_type::f32, w.ap.data(), sc, T, n, vf, (size_t) d.head_dim_v * sizeof(float), nt, d.head_dim_v,
                          w.live.data(), pf);
     } else {
-        cpu::fa_group_pv(a.v.type, w.ap.data(), sc, T, n, v0, v_row, nt, d.head_dim_v, w.live.data(), pf);
+        cpu::fa_group_pv(w.isa, a.v.type, w.ap.data(), sc, T, n, v0, v_row, nt, d.head_dim_v, w.live.data(), pf);
     }
 }
 
@@ -165,9 +171,9 @@ void sparse_token_rows(const fa_desc & d, const fa_args & a, int64_t t, const fl
     float * sc = w.sc.data() + first * T;
     w.mvc.resize((size_t) T);
     for (int64_t k = 0; k < n; ++k) w.mvc[(size_t) k] = w.mv[(size_t) (t * T + cells[k])];
-    cpu::fa_group_qk(a.k.type, qp, gqa, k0, k_row, n, d.head_dim_k, sc, T, pf, cells);
+    cpu::fa_group_qk(w.isa, a.k.type, qp, gqa, k0, k_row, n, d.head_dim_k, sc, T, pf, cells);
     for (int64_t i = 0; i < gqa; ++i) softmax_row(d, rows[i], sc + i * T, w.mvc.data(), n, ap[i], w);
-    cpu::fa_group_pv(a.v.type, ap, sc, T, gqa, v0, v_row, n, d.head_dim_v, nullptr, pf, cells);
+    cpu::fa_group_pv(w.isa, a.v.type, ap, sc, T, gqa, v0, v_row, n, d.head_dim_v, nullptr, pf, cells);
 }
 
 // One KV head's query rows (its GQA group x the stream's tokens) over one tile, K/V read in place
@@ -217,7 +223,7 @@ void group_tile(const fa_desc & d, const fa_args & a, const fa_query & fq, int64
         pf.v = v_tile + (size_t) (T + r0) * v_row;
         pf.v_end = pf.v + (size_t) n * v_row;
         const int64_t lines = (int64_t) ((pf.k_end - pf.k) + (pf.v_end - pf.v)) / 64;
-        const int64_t steps = std::max<int64_t>(1, cpu::fa_group_steps(n_rows, nt, d.head_dim_k, d.head_dim_v, fq.amx));
+        const int64_t steps = std::max<int64_t>(1, cpu::fa_group_steps(fq.isa, n_rows, nt, d.head_dim_k, d.head_dim_v, fq.amx));
         pf.lines_per_step = (uint32_t) std::min<int64_t>(((lines << 16) + steps - 1) / steps, INT32_MAX);
     }
     if (n_dense > 0) {
@@ -244,7 +250,8 @@ void run_chunk(const fa_desc & d, const fa_args & a, fa_query fq, int64_t s, int
     const int64_t dk = d.head_dim_k, dv = d.head_dim_v;
     const int64_t ek = dk * d.n_head_kv, ev = dv * d.n_head_kv;
     const size_t pstride = (size_t) (dv + 2);
-    const bool grouped = allow_grouped && cpu::fa_group_supported(a.k.type, a.v.type, dk, dv);
+    const bool grouped = allow_grouped && cpu::fa_group_supported(fq.isa, a.k.type, a.v.type, dk, dv);
+    w.isa = fq.isa;
     fq.amx = fq.amx && grouped;
     const int64_t T = w.tile = tile_cells(a);
     struct amx_scope {  // this thread's tile configuration, released however the chunk ends
@@ -274,7 +281,7 @@ void run_chunk(const fa_desc & d, const fa_args & a, fa_query fq, int64_t s, int
 
     for (int64_t j0 = c0; j0 < c1; j0 += T) {
         const int64_t nt = std::min(T, c1 - j0);
-        if (!mask_tile(d, a, s, j0, nt, T, mv.data(), live.data())) continue;  // fully masked: neither K nor V is read
+        if (!mask_tile(d, a, fq.isa, s, j0, nt, T, mv.data(), live.data())) continue;  // fully masked: neither K nor V is read
         if (grouped && d.n_tps > 1) visible_cells(d, nt, T, mv.data(), w.vis.data(), w.vis_n.data());
 
         if (grouped) {
@@ -283,22 +290,22 @@ void run_chunk(const fa_desc & d, const fa_args & a, fa_query fq, int64_t s, int
             continue;
         }
         for (int64_t j = 0; j < nt; ++j) {
-            if (live[(size_t) j]) convert_row_by_head(a.k, a.stream0 + s, j0 + j, j, T, kt.data());
+            if (live[(size_t) j]) convert_row_by_head(a.k, fq.isa, a.stream0 + s, j0 + j, j, T, kt.data());
         }
         for (int64_t r = 0; r < n_q; ++r) {
             const int64_t t = r / d.n_head, h = r % d.n_head;
             const float * q = fq.q + ((s * d.n_tps + t) * d.n_head + h) * dk;
             float * srow = sc.data() + r * T;
-            cpu::tile_qk_f32(q, kt.data() + (h / gqa) * T * dk, dk, nt, dk, srow);  // dead cells: stale values, masked next
+            cpu::tile_qk_f32(q, kt.data() + (h / gqa) * T * dk, dk, nt, dk, srow, fq.isa);  // dead cells: stale values, masked next
             softmax_row(d, r, srow, mv.data() + t * T, nt, part + r * pstride + 2, w);
         }
 
         for (int64_t j = 0; j < nt; ++j) {
-            if (live[(size_t) j]) convert_row_by_head(a.v, a.stream0 + s, j0 + j, j, T, vt.data());
+            if (live[(size_t) j]) convert_row_by_head(a.v, fq.isa, a.stream0 + s, j0 + j, j, T, vt.data());
         }
         for (int64_t r = 0; r < n_q; ++r) {
             const float * vh = vt.data() + (r % d.n_head / gqa) * T * dv;
-            cpu::tile_pv_f32(part + r * pstride + 2, sc.data() + r * T, vh, dv, nt, dv);
+            cpu::tile_pv_f32(part + r * pstride + 2, sc.data() + r * T, vh, dv, nt, dv, fq.isa);
         }
     }
     for (int64_t r = 0; r < n_q; ++r) {
@@ -346,7 +353,7 @@ void cpu_backend::flash_attn(const fa_desc & d, const fa_plan & plan, const fa_a
     const int64_t n_q = d.n_head * d.n_tps;
     const int64_t dk = d.head_dim_k, dv = d.head_dim_v;
     const size_t q_elems = (size_t) (dk * d.n_head * d.n_tps * d.n_stream);
-    fa_query fq{a.q, nullptr, false};
+    fa_query fq{a.q, nullptr, 0, false, isa_};
     if (d.rot.k()) {
         fa_q_.assign(a.q, a.q + q_elems);
         fwht_blocks(fa_q_.data(), (int64_t) q_elems, d.rot.n_k);
@@ -362,7 +369,7 @@ void cpu_backend::flash_attn(const fa_desc & d, const fa_plan & plan, const fa_a
             round_row_q8_0(fa_q_.data() + r * dk, fa_qq_.data() + r * nblk, dk);
         }
         fq.q = fa_q_.data();
-        fq.amx = fa_amx_ && dk <= cpu::amx_max_head_dim && cpu::amx_int8_available();
+        fq.amx = fa_amx_ && isa_ == cpu::cpu_isa::avx512 && dk <= cpu::amx_max_head_dim && cpu::amx_int8_available();
         if (fq.amx) {
             fq.packed_bytes = pack_q_for_amx(d);
             fq.packed = reinterpret_cast<const char *>(fa_q_packed_.data());

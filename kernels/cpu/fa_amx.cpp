@@ -227,7 +227,7 @@ void fa_amx_qk_q8_0(const void * packed_q, const float * const * q, int64_t n_ro
         qk_rows(view_of(packed_q, nblk, r0 / q_rows), nblk, k0, stride, n_full, scores, ld, r0, n_valid, pf);
     }
     if (n_full < nt) {
-        fa_group_qk(ggml_type::q8_0, q, n_rows, k0 + (size_t) n_full * stride, stride, nt - n_full, head_dim,
+        fa_group_qk(cpu_isa::avx512, ggml_type::q8_0, q, n_rows, k0 + (size_t) n_full * stride, stride, nt - n_full, head_dim,
                     scores + n_full, ld, pf);
     }
 }

@@ -1,259 +1,35 @@
 #include "cpu/fa_group.h"
 
-// GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#if defined(__AVX512F__) && defined(__F16C__)
-#include <immintrin.h>
-#define KVSIM_FA_GROUP 1
-#endif
-
-#include <algorithm>
-
-#include "quant.h"
+#include "cpu/fa_group_isa.h"
 
 namespace kvsim::cpu {
 
-#if KVSIM_FA_GROUP
-namespace {
-
-// Elements e..e+15 of one head row as f32; e % 16 == 0 (so a 16-run never straddles a 32-block).
-template <ggml_type T> inline __m512 load16(const char * row, int64_t e);
-
-template <> inline __m512 load16<ggml_type::f32>(const char * row, int64_t e) {
-    return _mm512_loadu_ps(reinterpret_cast<const float *>(row) + e);
-}
-
-template <> inline __m512 load16<ggml_type::f16>(const char * row, int64_t e) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + e * 2)));
-}
-
-template <> inline __m512 load16<ggml_type::q8_0>(const char * row, int64_t e) {
-    const block_q8_0 * b = reinterpret_cast<const block_q8_0 *>(row) + e / QK8_0;
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + e % QK8_0));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(_cvtsh_ss(b->d)));
-}
-
-template <> inline __m512 load16<ggml_type::q4_0>(const char * row, int64_t e) {
-    // ggml q4_0: element i of a block is the low nibble of qs[i] (i < 16) or the high nibble of qs[i - 16]
-    const block_q4_0 * b = reinterpret_cast<const block_q4_0 *>(row) + e / QK4_0;
-    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs));
-    if (e % QK4_0) q = _mm_srli_epi16(q, 4);
-    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
-    const __m512i v = _mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(8));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(_cvtsh_ss(b->d)));
-}
-
-// Elements e..e+63 of one head row as four f32 vectors; e % 64 == 0. Quantized types convert each block's scale
-// once for its two vectors.
-template <ggml_type T> inline void load64(const char * row, int64_t e, __m512 * v) {
-    for (int c = 0; c < 4; ++c) v[c] = load16<T>(row, e + 16 * c);
-}
-
-template <> inline void load64<ggml_type::q8_0>(const char * row, int64_t e, __m512 * v) {
-    const block_q8_0 * b = reinterpret_cast<const block_q8_0 *>(row) + e / QK8_0;
-    for (int i = 0; i < 2; ++i) {
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(b[i].d));
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b[i].qs));
-        v[2 * i] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), d);
-        v[2 * i + 1] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))), d);
-    }
-}
-
-// Horizontal sums of 16 vectors at once (a 4-level add tree instead of 16 reductions):
-// lane 4*a + b of the result is the sum of v[4*b + a].
-inline __m512 add_pairs(__m512 a, __m512 b, int level) {
-    switch (level) {
-        case 0: return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-        case 1: return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
-        default: return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
-    }
-}
-
-inline __m512 reduce16(__m512 * v) {
-    for (int n = 16, level = 0; n > 1; n /= 2, ++level) {
-        for (int i = 0; i < n / 2; ++i) v[i] = add_pairs(v[2 * i], v[2 * i + 1], level);
-    }
-    return v[0];
-}
-
-// Row r of a 4x4 score block sits in lanes 4r..4r+3 (reduce16): rows r0.. of scores, cells j..j+3 (< nt).
-inline void store_scores(__m512 s, float * scores, int64_t ld, int64_t r0, int64_t n_valid, int64_t j, int64_t nt) {
-    if (j + 4 <= nt) {
-        if (n_valid > 0) _mm_storeu_ps(scores + (r0 + 0) * ld + j, _mm512_extractf32x4_ps(s, 0));
-        if (n_valid > 1) _mm_storeu_ps(scores + (r0 + 1) * ld + j, _mm512_extractf32x4_ps(s, 1));
-        if (n_valid > 2) _mm_storeu_ps(scores + (r0 + 2) * ld + j, _mm512_extractf32x4_ps(s, 2));
-        if (n_valid > 3) _mm_storeu_ps(scores + (r0 + 3) * ld + j, _mm512_extractf32x4_ps(s, 3));
-        return;
-    }
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, s);
-    for (int64_t r = 0; r < n_valid; ++r) {
-        for (int64_t c = 0; j + c < nt; ++c) scores[(r0 + r) * ld + j + c] = lanes[4 * r + c];
-    }
-}
-
-// 4 query rows x 4 cells: acc[c*4 + r] accumulates q[r] . K_c, so reduce16 puts row r's four scores in lanes 4r..4r+3.
-template <ggml_type T>
-__m512 qk_4x4(const float * const * q, const char * const * k, int64_t dk, prefetch_stream & pf) {
-    __m512 acc[16];
-    for (auto & a : acc) a = _mm512_setzero_ps();
-    const float * q0p = q[0], * q1p = q[1], * q2p = q[2], * q3p = q[3];
-    for (int64_t e = 0; e < dk; e += 16) {
-        pf.step();
-        const __m512 q0 = _mm512_loadu_ps(q0p + e), q1 = _mm512_loadu_ps(q1p + e);
-        const __m512 q2 = _mm512_loadu_ps(q2p + e), q3 = _mm512_loadu_ps(q3p + e);
-        for (int c = 0; c < 4; ++c) {
-            const __m512 kv = load16<T>(k[c], e);
-            acc[c * 4 + 0] = _mm512_fmadd_ps(q0, kv, acc[c * 4 + 0]);
-            acc[c * 4 + 1] = _mm512_fmadd_ps(q1, kv, acc[c * 4 + 1]);
-            acc[c * 4 + 2] = _mm512_fmadd_ps(q2, kv, acc[c * 4 + 2]);
-            acc[c * 4 + 3] = _mm512_fmadd_ps(q3, kv, acc[c * 4 + 3]);
-        }
-    }
-    return reduce16(acc);
-}
-
-// Cells: listed (a token's visible cells) or the tile's 0..nt-1; a template parameter so the whole-tile loops
-// compile exactly as without the list.
-template <ggml_type T, bool Listed>
-void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk, float * scores,
-        int64_t ld, prefetch_stream & pf, const int32_t * cells) {
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        // a short last row block repeats its last row; those lanes are not stored
-        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
-        const float * qb[4];
-        for (int r = 0; r < 4; ++r) qb[r] = q[std::min(r0 + r, n_rows - 1)];
-        for (int64_t j = 0; j < nt; j += 4) {
-            const char * kb[4];
-            for (int c = 0; c < 4; ++c) {
-                const int64_t jj = std::min(j + c, nt - 1);
-                kb[c] = k0 + (size_t) (Listed ? cells[jj] : jj) * stride;
-            }
-            const __m512 s = qk_4x4<T>(qb, kb, dk, pf);
-            store_scores(s, scores, ld, r0, n_valid, j, nt);
-        }
-    }
-}
-
-// 4 accumulator rows x 64 V elements in registers across the tile; each V vector is loaded and converted once
-// for the four rows.
-template <ggml_type T, bool Listed>
-void pv_4x64(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
-             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    __m512 a[4][4];
-    for (int r = 0; r < 4; ++r)
-        for (int c = 0; c < 4; ++c) a[r][c] = r < n_valid ? _mm512_loadu_ps(acc[r] + e0 + 16 * c) : _mm512_setzero_ps();
-    const float * p0 = p[0], * p1 = p[1], * p2 = p[2], * p3 = p[3];
-    for (int64_t j = 0; j < nt; ++j) {
-        pf.step();
-        if (!Listed && !live[j]) continue;
-        __m512 v[4];
-        load64<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0, v);
-        const __m512 w0 = _mm512_set1_ps(p0[j]), w1 = _mm512_set1_ps(p1[j]);
-        const __m512 w2 = _mm512_set1_ps(p2[j]), w3 = _mm512_set1_ps(p3[j]);
-        for (int c = 0; c < 4; ++c) {
-            a[0][c] = _mm512_fmadd_ps(w0, v[c], a[0][c]);
-            a[1][c] = _mm512_fmadd_ps(w1, v[c], a[1][c]);
-            a[2][c] = _mm512_fmadd_ps(w2, v[c], a[2][c]);
-            a[3][c] = _mm512_fmadd_ps(w3, v[c], a[3][c]);
-        }
-    }
-    for (int r = 0; r < n_valid; ++r)
-        for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc[r] + e0 + 16 * c, a[r][c]);
-}
-
-template <ggml_type T, bool Listed>
-void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
-             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    __m512 a[4];
-    for (int r = 0; r < 4; ++r) a[r] = r < n_valid ? _mm512_loadu_ps(acc[r] + e0) : _mm512_setzero_ps();
-    for (int64_t j = 0; j < nt; ++j) {
-        pf.step();
-        if (!Listed && !live[j]) continue;
-        const __m512 v = load16<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0);
-        for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r][j]), v, a[r]);
-    }
-    for (int r = 0; r < n_valid; ++r) _mm512_storeu_ps(acc[r] + e0, a[r]);
-}
-
-template <ggml_type T, bool Listed>
-void pv(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
-        int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
-        const float * pb[4];
-        float * ab[4];
-        for (int r = 0; r < 4; ++r) {
-            const int64_t rr = std::min(r0 + r, n_rows - 1);
-            pb[r] = p + rr * ld;
-            ab[r] = acc[rr];
-        }
-        int64_t e0 = 0;
-        for (; e0 + 64 <= dv; e0 += 64) pv_4x64<T, Listed>(ab, pb, n_valid, v0, stride, nt, e0, live, cells, pf);
-        for (; e0 < dv; e0 += 16) pv_4x16<T, Listed>(ab, pb, n_valid, v0, stride, nt, e0, live, cells, pf);
-    }
-}
-
-}  // namespace
-
-bool fa_group_supported(ggml_type tk, ggml_type tv, int64_t head_dim_k, int64_t head_dim_v) {
+bool fa_group_supported(cpu_isa isa, ggml_type tk, ggml_type tv, int64_t head_dim_k, int64_t head_dim_v) {
     const auto ok = [](ggml_type t) {
         return t == ggml_type::f32 || t == ggml_type::f16 || t == ggml_type::q8_0 || t == ggml_type::q4_0;
     };
-    return ok(tk) && ok(tv) && head_dim_k % 16 == 0 && head_dim_v % 16 == 0 && head_dim_k > 0 && head_dim_v > 0;
+    return isa >= cpu_isa::avx2 && cpu_isa_supported(isa) && ok(tk) && ok(tv) && head_dim_k % 16 == 0 &&
+           head_dim_v % 16 == 0 && head_dim_k > 0 && head_dim_v > 0;
 }
 
-namespace {
-template <ggml_type T>
-void qk_any(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk,
-            float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
-    if (cells) return qk<T, true>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells);
-    qk<T, false>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, nullptr);
-}
-template <ggml_type T>
-void pv_any(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
-            int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    if (cells) return pv<T, true>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
-    pv<T, false>(acc, p, ld, n_rows, v0, stride, nt, dv, live, nullptr, pf);
-}
-}  // namespace
-
-void fa_group_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
-                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
-    switch (tk) {
-        case ggml_type::f32: return qk_any<ggml_type::f32>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
-        case ggml_type::f16: return qk_any<ggml_type::f16>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
-        case ggml_type::q8_0: return qk_any<ggml_type::q8_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
-        case ggml_type::q4_0: return qk_any<ggml_type::q4_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
-        default: return;
-    }
+void fa_group_qk(cpu_isa isa, ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride,
+                 int64_t nt, int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
+    if (isa == cpu_isa::avx512) return avx512::fa_qk(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
+    if (isa == cpu_isa::avx2) return avx2::fa_qk(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
 }
 
-void fa_group_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
-                 size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf,
+void fa_group_pv(cpu_isa isa, ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows,
+                 const char * v0, size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf,
                  const int32_t * cells) {
-    switch (tv) {
-        case ggml_type::f32: return pv_any<ggml_type::f32>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::f16: return pv_any<ggml_type::f16>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::q8_0: return pv_any<ggml_type::q8_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::q4_0: return pv_any<ggml_type::q4_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        default: return;
-    }
+    if (isa == cpu_isa::avx512) return avx512::fa_pv(tv, acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf, cells);
+    if (isa == cpu_isa::avx2) return avx2::fa_pv(tv, acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf, cells);
 }
 
-#else
-
-bool fa_group_supported(ggml_type, ggml_type, int64_t, int64_t) { return false; }
-void fa_group_qk(ggml_type, const float * const *, int64_t, const char *, size_t, int64_t, int64_t, float *, int64_t,
-                 prefetch_stream &, const int32_t *) {}
-void fa_group_pv(ggml_type, float * const *, const float *, int64_t, int64_t, const char *, size_t, int64_t, int64_t,
-                 const char *, prefetch_stream &, const int32_t *) {}
-
-#endif
-
-int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v, bool qk_amx) {
+int64_t fa_group_steps(cpu_isa isa, int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v, bool qk_amx) {
     const int64_t row_blocks = (n_rows + 3) / 4;
+    if (isa == cpu_isa::avx2) {  // Q.K: one per 2 cells x 32 elements; P.V: one per cell of each 16-element column
+        return row_blocks * ((nt + 1) / 2 * ((head_dim_k + 31) / 32) + head_dim_v / 16 * nt);
+    }
     const int64_t e_blocks = head_dim_v / 64 + (head_dim_v % 64) / 16;
     const int64_t qk = qk_amx ? nt / 16 * (head_dim_k / 32) + (nt % 16 + 3) / 4 * (head_dim_k / 16)
                               : (nt + 3) / 4 * (head_dim_k / 16);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu/cpu_isa.h"
 #include "kv/ggml_type.h"
 
 namespace kvsim::cpu {
@@ -49,26 +50,28 @@ struct prefetch_stream {
     }
 };
 
-// True when this build has the grouped path (AVX-512) and it handles these types and head sizes
-// (head_dim_k % 16 == 0, head_dim_v % 16 == 0). Otherwise the tile-copy path runs.
-bool fa_group_supported(ggml_type tk, ggml_type tv, int64_t head_dim_k, int64_t head_dim_v);
+// True when the grouped path has loops for `isa` (AVX2 or AVX-512), this CPU supports it (cpu_isa.h), and it
+// handles these types (f32/f16/q8_0/q4_0) and head sizes (head_dim_k % 16 == 0, head_dim_v % 16 == 0). Otherwise
+// the tile-copy path runs. Every function below takes the same `isa` and must only be called when this is true.
+bool fa_group_supported(cpu_isa isa, ggml_type tk, ggml_type tv, int64_t head_dim_k, int64_t head_dim_v);
 
 // scores[r * ld + j] = dot(q[r], K_j) for r < n_rows, j < nt, where K_j is head_dim_k elements at k0 + j*stride.
 // Computed for every j < nt, dead cells included (the caller masks them): only memory inside the tile is read.
 // cells: when set, K_j is the row of cell cells[j] (k0 + cells[j]*stride), a token's visible cells only.
-void fa_group_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
+void fa_group_qk(cpu_isa isa, ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
                  int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells = nullptr);
 
 // acc[r][e] += sum_j p[r * ld + j] * V_j[e] for r < n_rows, e < head_dim_v, over the cells j < nt with live[j]
 // != 0 (dead cells are never read, so garbage there cannot turn 0 * NaN into NaN). cells: as fa_group_qk (V_j at
 // v0 + cells[j]*stride); live may then be null (every listed cell is read).
-void fa_group_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
+void fa_group_pv(cpu_isa isa, ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
                  size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf,
                  const int32_t * cells = nullptr);
 
-// Prefetch steps of fa_group_qk (or fa_amx_qk_q8_0 when qk_amx) + fa_group_pv for these sizes: one per 16
-// elements of 4 query rows x 4 cells in Q.K (AMX: one per q8_0 block of 16 cells), one per cell and 64 elements
-// (16 elements) of 4 rows in P.V.
-int64_t fa_group_steps(int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v, bool qk_amx = false);
+// Prefetch steps of fa_group_qk (or fa_amx_qk_q8_0 when qk_amx) + fa_group_pv for these sizes. AVX-512: one per
+// 16 elements of 4 query rows x 4 cells in Q.K (AMX: one per q8_0 block of 16 cells), one per cell and 64 elements
+// (16 elements) of 4 rows in P.V. AVX2: one per 32 elements of 4 rows x 2 cells in Q.K, one per cell and 16
+// elements of 4 rows in P.V.
+int64_t fa_group_steps(cpu_isa isa, int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v, bool qk_amx = false);
 
 }  // namespace kvsim::cpu

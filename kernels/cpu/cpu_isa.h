@@ -1,0 +1,23 @@
+// Run-time choice of the CPU kernels' instruction set (the way ggml picks its libggml-cpu-<variant>.so, but inside
+// one binary): every vector kernel is compiled for each x86-64 level below under a `#pragma GCC target` region of
+// its own file, whatever the build's -march, and the backend calls the best one this CPU supports.
+#pragma once
+
+namespace kvsim::cpu {
+
+// Ordered: a CPU that supports one level supports every level below it.
+enum class cpu_isa : int {
+    scalar = 0,  // any x86-64 / other architecture: portable C++ loops
+    avx2 = 1,    // AVX2 + FMA + F16C (Haswell, Zen 1-3 and later)
+    avx512 = 2,  // AVX-512 F/BW/DQ/VL + F16C + FMA (Skylake-X, Ice Lake, Sapphire Rapids, Zen 4/5)
+};
+
+// The best level this CPU supports and this build contains (__builtin_cpu_supports, read once); the environment
+// variable KVSIM_CPU_ISA=scalar|avx2|avx512 lowers it (never raises it past what the CPU has).
+cpu_isa cpu_isa_best();
+// True when this CPU supports `isa` and the build contains its kernels.
+bool cpu_isa_supported(cpu_isa isa);
+// "scalar", "avx2", "avx512".
+const char * cpu_isa_name(cpu_isa isa);
+
+}  // namespace kvsim::cpu

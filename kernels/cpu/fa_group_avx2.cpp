@@ -1,0 +1,202 @@
+// The AVX2 + FMA + F16C inner loops of the grouped CPU flash attention (fa_group.h): the same design as the
+// AVX-512 loops (fa_group_avx512.cpp) on 8-lane vectors and 16 registers. Each K/V element is read from the
+// cache once per block of 4 query rows and dequantized in registers (f16: F16C; q8_0/q4_0: widen, convert,
+// times the block's scale), never copied to an f32 tile. Compiled for AVX2 whatever the build's -march, inside a
+// `#pragma GCC target` region after every include (see fa_group_avx512.cpp); called only when
+// cpu_isa_supported(cpu_isa::avx2).
+#if defined(__x86_64__)  // other architectures take the scalar loops (cpu_isa.h)
+#include "cpu/fa_group_isa.h"
+
+#include <algorithm>
+
+#include <immintrin.h>
+
+#include "quant.h"
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+namespace kvsim::cpu::avx2 {
+
+namespace {
+
+// Elements e..e+15 of one head row as two f32 vectors; e % 16 == 0 (a 16-run never straddles a 32-block).
+template <ggml_type T> inline void load16(const char * row, int64_t e, __m256 * v);
+
+template <> inline void load16<ggml_type::f32>(const char * row, int64_t e, __m256 * v) {
+    const float * x = reinterpret_cast<const float *>(row) + e;
+    v[0] = _mm256_loadu_ps(x);
+    v[1] = _mm256_loadu_ps(x + 8);
+}
+
+template <> inline void load16<ggml_type::f16>(const char * row, int64_t e, __m256 * v) {
+    const __m128i * x = reinterpret_cast<const __m128i *>(row + e * 2);
+    v[0] = _mm256_cvtph_ps(_mm_loadu_si128(x));
+    v[1] = _mm256_cvtph_ps(_mm_loadu_si128(x + 1));
+}
+
+template <> inline void load16<ggml_type::q8_0>(const char * row, int64_t e, __m256 * v) {
+    const block_q8_0 * b = reinterpret_cast<const block_q8_0 *>(row) + e / QK8_0;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs + e % QK8_0));
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
+    v[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    v[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), d);
+}
+
+template <> inline void load16<ggml_type::q4_0>(const char * row, int64_t e, __m256 * v) {
+    // ggml q4_0: element i of a block is the low nibble of qs[i] (i < 16) or the high nibble of qs[i - 16]
+    const block_q4_0 * b = reinterpret_cast<const block_q4_0 *>(row) + e / QK4_0;
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b->qs));
+    if (e % QK4_0) q = _mm_srli_epi16(q, 4);
+    q = _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));  // -8..7 fits int8
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(b->d));
+    v[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    v[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), d);
+}
+
+// Horizontal sums of 8 vectors at once: lane i of the result is the sum of v[i]'s lanes.
+inline __m256 reduce8(const __m256 * v) {
+    const __m256 s01 = _mm256_hadd_ps(v[0], v[1]), s23 = _mm256_hadd_ps(v[2], v[3]);
+    const __m256 s45 = _mm256_hadd_ps(v[4], v[5]), s67 = _mm256_hadd_ps(v[6], v[7]);
+    const __m256 s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);  // per 128-bit half
+    return _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+}
+
+// 4 query rows x 2 cells: acc[c*4 + r] accumulates q[r] . K_c over the head, so reduce8 puts row r's score of cell
+// c in lane c*4 + r. 8 accumulators + 4 K vectors leave room for Q (read from L1 as FMA operands).
+template <ggml_type T>
+__m256 qk_4x2(const float * const * q, const char * const * k, int64_t dk, prefetch_stream & pf) {
+    __m256 acc[8];
+    for (auto & a : acc) a = _mm256_setzero_ps();
+    const float * q0 = q[0], * q1 = q[1], * q2 = q[2], * q3 = q[3];
+    for (int64_t e = 0; e < dk; e += 16) {
+        if (e % 32 == 0) pf.step();
+        __m256 kv[2][2];
+        load16<T>(k[0], e, kv[0]);
+        load16<T>(k[1], e, kv[1]);
+        for (int h = 0; h < 2; ++h) {
+            const int64_t x = e + 8 * h;
+            const __m256 a0 = _mm256_loadu_ps(q0 + x), a1 = _mm256_loadu_ps(q1 + x);
+            const __m256 a2 = _mm256_loadu_ps(q2 + x), a3 = _mm256_loadu_ps(q3 + x);
+            for (int c = 0; c < 2; ++c) {
+                acc[c * 4 + 0] = _mm256_fmadd_ps(a0, kv[c][h], acc[c * 4 + 0]);
+                acc[c * 4 + 1] = _mm256_fmadd_ps(a1, kv[c][h], acc[c * 4 + 1]);
+                acc[c * 4 + 2] = _mm256_fmadd_ps(a2, kv[c][h], acc[c * 4 + 2]);
+                acc[c * 4 + 3] = _mm256_fmadd_ps(a3, kv[c][h], acc[c * 4 + 3]);
+            }
+        }
+    }
+    return reduce8(acc);
+}
+
+// Cells: listed (a token's visible cells) or the tile's 0..nt-1 (a template parameter, as in the AVX-512 loops).
+template <ggml_type T, bool Listed>
+void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk, float * scores,
+        int64_t ld, prefetch_stream & pf, const int32_t * cells) {
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+        // a short last row block repeats its last row; those lanes are not stored
+        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
+        const float * qb[4];
+        for (int r = 0; r < 4; ++r) qb[r] = q[std::min(r0 + r, n_rows - 1)];
+        for (int64_t j = 0; j < nt; j += 2) {
+            const int64_t j1 = std::min(j + 1, nt - 1);  // an odd last cell is computed twice, stored once
+            const char * kb[2] = {k0 + (size_t) (Listed ? cells[j] : j) * stride,
+                                  k0 + (size_t) (Listed ? cells[j1] : j1) * stride};
+            alignas(32) float lanes[8];
+            _mm256_store_ps(lanes, qk_4x2<T>(qb, kb, dk, pf));
+            const int64_t n_cells = j + 1 < nt ? 2 : 1;
+            for (int64_t r = 0; r < n_valid; ++r) {
+                for (int64_t c = 0; c < n_cells; ++c) scores[(r0 + r) * ld + j + c] = lanes[c * 4 + r];
+            }
+        }
+    }
+}
+
+// 4 accumulator rows x 16 V elements in registers across the tile; each V vector is loaded and dequantized once
+// for the four rows.
+template <ggml_type T, bool Listed>
+void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
+             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
+    __m256 a[4][2];
+    for (int r = 0; r < 4; ++r) {
+        for (int c = 0; c < 2; ++c) a[r][c] = r < n_valid ? _mm256_loadu_ps(acc[r] + e0 + 8 * c) : _mm256_setzero_ps();
+    }
+    const float * p0 = p[0], * p1 = p[1], * p2 = p[2], * p3 = p[3];
+    for (int64_t j = 0; j < nt; ++j) {
+        pf.step();
+        if (!Listed && !live[j]) continue;
+        __m256 v[2];
+        load16<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0, v);
+        const __m256 w0 = _mm256_broadcast_ss(p0 + j), w1 = _mm256_broadcast_ss(p1 + j);
+        const __m256 w2 = _mm256_broadcast_ss(p2 + j), w3 = _mm256_broadcast_ss(p3 + j);
+        for (int c = 0; c < 2; ++c) {
+            a[0][c] = _mm256_fmadd_ps(w0, v[c], a[0][c]);
+            a[1][c] = _mm256_fmadd_ps(w1, v[c], a[1][c]);
+            a[2][c] = _mm256_fmadd_ps(w2, v[c], a[2][c]);
+            a[3][c] = _mm256_fmadd_ps(w3, v[c], a[3][c]);
+        }
+    }
+    for (int r = 0; r < n_valid; ++r) {
+        for (int c = 0; c < 2; ++c) _mm256_storeu_ps(acc[r] + e0 + 8 * c, a[r][c]);
+    }
+}
+
+template <ggml_type T, bool Listed>
+void pv(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
+        int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
+        const float * pb[4];
+        float * ab[4];
+        for (int r = 0; r < 4; ++r) {
+            const int64_t rr = std::min(r0 + r, n_rows - 1);
+            pb[r] = p + rr * ld;
+            ab[r] = acc[rr];
+        }
+        for (int64_t e0 = 0; e0 < dv; e0 += 16) pv_4x16<T, Listed>(ab, pb, n_valid, v0, stride, nt, e0, live, cells, pf);
+    }
+}
+
+template <ggml_type T>
+void qk_any(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk,
+            float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
+    if (cells) return qk<T, true>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells);
+    qk<T, false>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, nullptr);
+}
+
+template <ggml_type T>
+void pv_any(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
+            int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
+    if (cells) return pv<T, true>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
+    pv<T, false>(acc, p, ld, n_rows, v0, stride, nt, dv, live, nullptr, pf);
+}
+
+}  // namespace
+
+void fa_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
+           int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
+    switch (tk) {
+        case ggml_type::f32: return qk_any<ggml_type::f32>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
+        case ggml_type::f16: return qk_any<ggml_type::f16>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
+        case ggml_type::q8_0: return qk_any<ggml_type::q8_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
+        case ggml_type::q4_0: return qk_any<ggml_type::q4_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
+        default: return;
+    }
+}
+
+void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
+           size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf, const int32_t * cells) {
+    switch (tv) {
+        case ggml_type::f32: return pv_any<ggml_type::f32>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
+        case ggml_type::f16: return pv_any<ggml_type::f16>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
+        case ggml_type::q8_0: return pv_any<ggml_type::q8_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
+        case ggml_type::q4_0: return pv_any<ggml_type::q4_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
+        default: return;
+    }
+}
+
+}  // namespace kvsim::cpu::avx2
+
+#pragma GCC pop_options
+
+#endif  // __x86_64__

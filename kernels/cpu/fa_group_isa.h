@@ -1,0 +1,22 @@
+// The per-instruction-set inner loops behind fa_group.h (internal to kernels/cpu): same contracts as fa_group_qk /
+// fa_group_pv, each compiled in a file of its own under `#pragma GCC target`. Call only a level that
+// cpu_isa_supported() says this CPU has.
+#pragma once
+
+#include "cpu/fa_group.h"
+
+namespace kvsim::cpu {
+
+#define KVSIM_FA_GROUP_DECLS                                                                                          \
+    void fa_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,   \
+               int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells);         \
+    void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,      \
+               size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf,               \
+               const int32_t * cells);
+
+namespace avx512 { KVSIM_FA_GROUP_DECLS }  // 4 rows x 4 cells (Q.K), 4 rows x 64 elements (P.V) of 16-lane vectors
+namespace avx2 { KVSIM_FA_GROUP_DECLS }    // 4 rows x 2 cells (Q.K), 4 rows x 16 elements (P.V) of 8-lane vectors
+
+#undef KVSIM_FA_GROUP_DECLS
+
+}  // namespace kvsim::cpu
