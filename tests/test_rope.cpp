@@ -70,10 +70,24 @@ TEST_CASE("YaRN magnitude factor is applied on every shift, even shift 0") {
     CHECK(cache[0] == doctest::Approx(1.0f + 0.1f * std::log(4.0f)));  // semantics doc §5.3 item 1
 }
 
+// The instruction-set levels of the CPU K-shift this CPU runs (scalar: the portable loops; AVX2 and up: the
+// vector row of kshift_avx2.cpp).
+std::vector<cpu::cpu_isa> levels() {
+    std::vector<cpu::cpu_isa> v;
+    for (cpu::cpu_isa i : {cpu::cpu_isa::scalar, cpu::cpu_isa::avx2, cpu::cpu_isa::avx512}) {
+        if (cpu::cpu_isa_supported(i)) v.push_back(i);
+    }
+    if (!cpu::cpu_isa_supported(cpu::cpu_isa::avx2)) MESSAGE("SKIPPED for this CPU: the AVX2 K-shift (no AVX2)");
+    return v;
+}
+
 TEST_CASE("K-shift of f32/f16 K equals the reference") {
     cpu_backend be(2);
+    for (cpu::cpu_isa isa : levels())
     for (ggml_type t : {ggml_type::f32, ggml_type::f16}) {
+        be.set_isa(isa);
         for (const auto & p : param_sets()) {
+            INFO("isa " << cpu::cpu_isa_name(isa) << " type " << std::string(ggml_type_name(t)) << " n_rot " << p.n_rot);
             kv_tensor k{nullptr, t, 128, 2, 300, 2};
             std::vector<char> a(k.total_bytes()), b(k.total_bytes());
             k.data = a.data();
@@ -108,7 +122,9 @@ TEST_CASE("K-shift of rotated quantized K stays within quantization error of the
     cpu_backend be(2);
     rope_params p;
     p.mode = rope_mode::neox;
+    for (cpu::cpu_isa isa : levels())
     for (ggml_type t : {ggml_type::q8_0, ggml_type::q4_0}) {
+        be.set_isa(isa);
         const attn_rot rot = attn_rot_config(t, t, 128, 128, false);
         REQUIRE(rot.n_k == 128);
         kv_tensor k{nullptr, t, 128, 2, 200, 1};
@@ -141,9 +157,63 @@ TEST_CASE("K-shift of rotated quantized K stays within quantization error of the
         // (q8_0) or amax/8 (q4_0); rotated content has block amax < 2, so RMS < 0.5 * 2/127 or 0.5 * 2/8
         const double rms = std::sqrt(sq / (200.0 * 256.0));
         const double bound = 0.5 * (t == ggml_type::q8_0 ? 2.0 / 127 : 2.0 / 8);
-        INFO(ggml_type_name(t) << " rms " << rms);
+        INFO(cpu::cpu_isa_name(isa) << " " << std::string(ggml_type_name(t)) << " rms " << rms);
         CHECK(rms < bound);
         CHECK(rms > 0.0);
+    }
+}
+
+// The vector K-shift (AVX2) against the portable loops on the same cells: identical up to the RoPE's fused
+// multiply-adds (f32 within 1e-6, f16 within one ulp), so a requantized value differs by at most one quant step and
+// rarely; with and without rotation, NORMAL and NEOX, partial RoPE.
+TEST_CASE("K-shift: the AVX2 row equals the portable loops") {
+    if (!cpu::cpu_isa_supported(cpu::cpu_isa::avx2)) {
+        MESSAGE("SKIPPED for this CPU: the AVX2 K-shift (no AVX2)");
+        return;
+    }
+    cpu_backend be(2);
+    for (ggml_type t : {ggml_type::f32, ggml_type::f16, ggml_type::q8_0, ggml_type::q4_0}) {
+        for (const auto & p : param_sets()) {
+            for (bool rotated : {true, false}) {
+                if (rotated && !ggml_is_quantized(t)) continue;
+                const attn_rot rot = attn_rot_config(t, t, 128, 128, !rotated);
+                kv_tensor k{nullptr, t, 128, 4, 97, 1};
+                std::vector<char> scalar(k.total_bytes()), vec;
+                k.data = scalar.data();
+                std::vector<int32_t> shift(97);
+                for (int64_t c = 0; c < 97; ++c) {
+                    write_kv_cell(k, 0, c, 3, kv_which::k, 0, (llama_pos) c, rot.n_k);
+                    shift[(size_t) c] = (int32_t) (c % 7) * 1001 - 3000;
+                }
+                vec = scalar;
+                kshift_desc d;
+                d.rope = p;
+                d.rot = rot;
+                d.on_null_rot = null_rot_policy::plain;
+                be.set_isa(cpu::cpu_isa::scalar);
+                be.k_shift(d, k, shift.data());
+                k.data = vec.data();
+                be.set_isa(cpu::cpu_isa::avx2);
+                be.k_shift(d, k, shift.data());
+                const int64_t n = 512;
+                std::vector<float> a((size_t) n), b((size_t) n);
+                double err = 0.0;
+                int64_t differ = 0;
+                for (int64_t c = 0; c < 97; ++c) {
+                    row_to_f32(t, scalar.data() + c * k.row_bytes(), a.data(), n);
+                    row_to_f32(t, vec.data() + c * k.row_bytes(), b.data(), n);
+                    for (int64_t i = 0; i < n; ++i) {
+                        err = std::max(err, (double) std::fabs(a[(size_t) i] - b[(size_t) i]));
+                        differ += a[(size_t) i] != b[(size_t) i];
+                    }
+                }
+                INFO(std::string(ggml_type_name(t)) << " mode " << (int) p.mode << " n_rot " << p.n_rot << " rotated " << rotated
+                                       << " err " << err << " differing " << differ);
+                const double step = t == ggml_type::q8_0 ? 2.0 / 127 : t == ggml_type::q4_0 ? 2.0 / 8 : 0.0;
+                CHECK(err <= (t == ggml_type::f32 ? 1e-6 : t == ggml_type::f16 ? 1e-3 : step * 1.01));
+                if (t != ggml_type::f32) CHECK(differ <= 97 * n / 100);  // one stored value in a hundred at most
+            }
+        }
     }
 }
 
