@@ -8,20 +8,29 @@
 #include <thread>
 #include <vector>
 
-// GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#if defined(__AVX512F__)
+#include <cstdlib>
+
+#include <sys/mman.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+
+#include "cpu/cpu_isa.h"
 
 namespace kvsim {
 
 namespace {
 
-// Sum of a slice; the result is kept so the compiler cannot drop the loads.
-float read_sum(const float * x, size_t n) {
-#if defined(__AVX512F__)
+// Sum of a slice with four independent vector accumulators (one add chain would cap a core below its load rate);
+// the result is kept so the compiler cannot drop the loads. Vector bodies per instruction set, chosen at run time
+// (cpu/cpu_isa.h): a probe weaker than the kernels it judges would flatter them.
+#if defined(__x86_64__)
+// GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+float read_sum_avx512(const float * x, size_t n) {
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
     size_t i = 0;
     for (; i + 64 <= n; i += 64) {
@@ -33,7 +42,34 @@ float read_sum(const float * x, size_t n) {
     float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
     for (; i < n; ++i) s += x[i];
     return s;
-#else
+}
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+float read_sum_avx2(const float * x, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + i + 24));
+    }
+    alignas(32) float l[8];
+    _mm256_store_ps(l, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    float s = l[0] + l[1] + l[2] + l[3] + l[4] + l[5] + l[6] + l[7];
+    for (; i < n; ++i) s += x[i];
+    return s;
+}
+#pragma GCC pop_options
+#endif
+
+float read_sum(const float * x, size_t n) {
+#if defined(__x86_64__)
+    if (cpu::cpu_isa_best() == cpu::cpu_isa::avx512) return read_sum_avx512(x, n);
+    if (cpu::cpu_isa_best() == cpu::cpu_isa::avx2) return read_sum_avx2(x, n);
+#endif
     float s[8] = {};
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -41,7 +77,17 @@ float read_sum(const float * x, size_t n) {
     }
     for (; i < n; ++i) s[0] += x[i];
     return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-#endif
+}
+
+// n floats, 2 MiB aligned and advised into huge pages (as ggml-fa-bench's STREAM probe: 4 KiB pages would add TLB
+// misses to every pass and measure the page walker, not memory). Throws std::bad_alloc.
+float_buffer probe_alloc(size_t n) {
+    constexpr size_t huge = (size_t) 2 << 20;
+    const size_t bytes = (n * sizeof(float) + huge - 1) / huge * huge;
+    float * p = static_cast<float *>(std::aligned_alloc(huge, bytes));
+    if (!p) throw std::bad_alloc();
+    madvise(p, bytes, MADV_HUGEPAGE);
+    return float_buffer(p, &std::free);
 }
 
 // Wall time in seconds of running body(thread, lo, hi) over n_threads slices of n floats, one thread per slice.
@@ -74,7 +120,7 @@ bandwidth_result measure_bandwidth(size_t bytes, int n_threads, int n_rep) {
         throw std::invalid_argument("measure_bandwidth: need n_threads >= 1, n_rep >= 1, bytes >= 4096 per thread");
     }
     const size_t n = bytes / sizeof(float);
-    std::unique_ptr<float[]> a(new float[n]), b(new float[n]);
+    float_buffer a = probe_alloc(n), b = probe_alloc(n);
     std::vector<float> sink((size_t) n_threads);
     // first touch by the owning thread, as STREAM does, so pages land near it
     best_time(n, n_threads, 1, [&](int, size_t lo, size_t hi) {
@@ -96,7 +142,7 @@ read_probe::read_probe(size_t bytes, int n_threads) : n_(bytes / sizeof(float)),
     if (n_threads < 1 || bytes < 4096 * (size_t) n_threads) {
         throw std::invalid_argument("read_probe: need n_threads >= 1, bytes >= 4096 per thread");
     }
-    a_.reset(new float[n_]);
+    a_ = probe_alloc(n_);
     sink_.assign((size_t) n_threads, 0.0f);
     float * a = a_.get();
     time_pass(n_, n_threads, [&](int, size_t lo, size_t hi) { std::fill(a + lo, a + hi, 1.0f); });

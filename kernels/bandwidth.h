@@ -8,6 +8,9 @@
 
 namespace kvsim {
 
+// Probe buffers: huge-page aligned, released with std::free.
+using float_buffer = std::unique_ptr<float, void (*)(void *)>;
+
 struct bandwidth_result {
     double read_gbs = 0.0;  // bytes read / best time, GB/s (1e9 bytes/s)
     double copy_gbs = 0.0;  // (bytes read + bytes written) / best time, GB/s, STREAM's convention
@@ -31,7 +34,7 @@ public:
 private:
     size_t n_ = 0;  // floats
     int n_threads_ = 1;
-    std::unique_ptr<float[]> a_;
+    float_buffer a_{nullptr, nullptr};
     std::vector<float> sink_;
 };
 
