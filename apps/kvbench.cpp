@@ -5,6 +5,7 @@
 #include "bench/cache_bench.h"
 #include "bench/sweep_runner.h"
 #include "common/bench_backend.h"
+#include "cpu/cpu_backend.h"
 #include "model/model.h"
 #include "replay/replay_options.h"
 #include "util/errors.h"
@@ -198,12 +199,18 @@ int run_sweep_cmd(const sweep_cli & cli) {
     hooks.measure_limit = bb.measure_limit;
     machine_info m = collect_machine_info(build_type);
     if (!bb.device.empty()) m.gpu = bb.device;
+    if (const auto * cpu = dynamic_cast<const cpu_backend *>(bb.be.get())) m.kernel_path = cpu->path_name();
     const sweep_output o = run_sweep(*bb.be, c, m, hooks);
     bar.finish();
     write_outputs(cli.out, o);
     print_output(o, cli.format);
     std::cerr << fmt::format("kvbench: wrote {0}/kvbench.csv, {0}/kvbench.json, {0}/kvbench.svg\n", cli.out);
-    return o.interrupted ? (g_signal ? 128 + (int) g_signal : EXIT_INTERRUPTED) : EXIT_OK;
+    if (o.interrupted) return g_signal ? 128 + (int) g_signal : EXIT_INTERRUPTED;
+    if (sweep_exit_code(o) != 0) {
+        std::cerr << "kvbench: point(s) FAILED the output check against the reference/Eigen (see the table)\n";
+        return EXIT_FAILURE_INTERNAL;
+    }
+    return EXIT_OK;
 }
 
 int run_merge_cmd(const std::vector<std::string> & inputs, const std::string & out, const std::string & format) {

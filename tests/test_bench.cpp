@@ -387,6 +387,77 @@ TEST_CASE("a stop request keeps the measured points and flags the run") {
     CHECK(o.interrupted);
 }
 
+// A CPU backend whose flash attention is wrong in one value: the kernel's output, then out[0] = bad.
+struct broken_backend final : attn_backend {
+    cpu_backend cpu{2};
+    float bad = 0;
+    explicit broken_backend(float b) : bad(b) {}
+    backend_kind kind() const override { return backend_kind::cpu; }
+    void build_kq_mask(const kq_mask_desc & d, const kq_mask_stream * s, void * dst) override { cpu.build_kq_mask(d, s, dst); }
+    void update_kq_mask(const kq_mask_desc & d, const kq_mask_stream * s, const kq_mask_change * ch, void * dst) override {
+        cpu.update_kq_mask(d, s, ch, dst);
+    }
+    fa_plan plan_flash_attn(const fa_desc & d) const override { return cpu.plan_flash_attn(d); }
+    void flash_attn(const fa_desc & d, const fa_plan & p, const fa_args & a) override {
+        cpu.flash_attn(d, p, a);
+        a.out[0] = bad;
+    }
+    ggml_type fa_q_dot_type(ggml_type t) const override { return cpu.fa_q_dot_type(t); }
+    kshift_report k_shift(const kshift_desc & d, const kv_tensor & k, const int32_t * shift) override {
+        return cpu.k_shift(d, k, shift);
+    }
+};
+
+TEST_CASE("max_abs_diff propagates NaN; fa_tolerance is the backends' stated one") {
+    CHECK(max_abs_diff({1.0f, 2.0f}, {1.0f, 2.5f}) == 0.5);
+    CHECK(std::isnan(max_abs_diff({1.0f, NAN, 3.0f}, {1.0f, 2.0f, 3.0f})));
+    CHECK(std::isnan(max_abs_diff({1.0f, 2.0f}, {NAN, 2.0f})));  // NaN first: std::max(0, NaN) would keep 0
+    CHECK(std::isnan(max_abs_diff({INFINITY}, {INFINITY})));     // inf - inf
+    CHECK(max_abs_diff({}, {}) == 0.0);
+    CHECK_THROWS_AS(max_abs_diff({1.0f}, {1.0f, 2.0f}), std::invalid_argument);
+    CHECK(fa_tolerance(ggml_type::f32, ggml_type::f32) == 2e-5);
+    CHECK(fa_tolerance(ggml_type::f16, ggml_type::f16) == 1e-4);
+    CHECK(fa_tolerance(ggml_type::q8_0, ggml_type::f32) == 1e-4);
+    CHECK_FALSE(within_tolerance(NAN, ggml_type::f16, ggml_type::f16));
+    CHECK_FALSE(within_tolerance(-1, ggml_type::f16, ggml_type::f16));
+    CHECK(within_tolerance(1e-4, ggml_type::f16, ggml_type::f16));
+}
+
+TEST_CASE("kvbench validates before it times: a wrong or NaN output fails the point, with no time, exit 1") {
+    sweep_config c = tiny_config();
+    c.ctx = {256};
+    c.kv_types = {ggml_type::f16, ggml_type::q4_0};
+    for (float bad : {NAN, 0.5f}) {
+        broken_backend be(bad);
+        const sweep_output o = run_sweep(be, c, collect_machine_info("test"), {});
+        REQUIRE(o.results.size() == 2);
+        for (const point_result & r : o.results) {
+            INFO("bad " << bad << " note " << r.note);
+            CHECK(r.status == "failed");
+            CHECK(r.fa.n == 0);  // not timed
+            CHECK(r.note.find(std::isnan(bad) ? "NaN" : "tolerance") != std::string::npos);
+            CHECK(std::isnan(bad) == std::isnan(r.err_check));
+        }
+        std::ostringstream table;
+        write_table(table, o);
+        CHECK(table.str().find("FAILED: 2 point(s)") != std::string::npos);
+        CHECK(sweep_exit_code(o) == 1);
+        // the status survives the JSON round trip and a merge
+        const sweep_output back = sweep_output_from_json(to_json(o));
+        CHECK(back.results[0].status == "failed");
+        CHECK(sweep_exit_code(merge_outputs({back})) == 1);
+    }
+    cpu_backend be(2);
+    const sweep_output good = run_sweep(be, c, collect_machine_info("test"), {});
+    for (const point_result & r : good.results) {
+        CHECK(r.status == "ok");
+        CHECK(r.err_check >= 0);
+        CHECK(r.err_check <= fa_tolerance(r.point.type, r.point.type));
+        CHECK(r.fa.n == 1);
+    }
+    CHECK(sweep_exit_code(good) == 0);
+}
+
 TEST_CASE("points above the buffer cap are skipped with a reason") {
     sweep_config c = tiny_config();
     c.max_buffer_bytes = 1 << 20;
@@ -690,7 +761,7 @@ TEST_CASE("merge refuses unknown statuses, negative or non-finite bandwidths and
     const std::vector<std::string> names = {"s0/kvbench.json", "s1/kvbench.json"};
     sweep_output x = b;
     x.results[0].status = "weird";
-    has(merge_error({a, x}, names), "s1/kvbench.json: point 1 has status 'weird'; expected 'ok' or 'skipped'");
+    has(merge_error({a, x}, names), "s1/kvbench.json: point 1 has status 'weird'; expected 'ok', 'skipped' or 'failed'");
     x = b;
     x.results[0].status = "skipped";
     CHECK(merge_error({a, x}, names) == "(no error)");

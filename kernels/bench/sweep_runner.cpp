@@ -24,6 +24,28 @@
 
 namespace kvsim {
 
+double max_abs_diff(const std::vector<float> & a, const std::vector<float> & b) {
+    if (a.size() != b.size()) {
+        throw std::invalid_argument(fmt::format("max_abs_diff: {} values vs {}", a.size(), b.size()));
+    }
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const double d = std::fabs((double) a[i] - (double) b[i]);
+        if (std::isnan(d)) return NAN;  // std::max(m, NaN) would return m: a NaN output would pass
+        m = std::max(m, d);
+    }
+    return m;
+}
+
+double fa_tolerance(ggml_type tk, ggml_type tv) { return tk == ggml_type::f32 && tv == ggml_type::f32 ? 2e-5 : 1e-4; }
+
+bool within_tolerance(double err, ggml_type tk, ggml_type tv) { return err >= 0 && err <= fa_tolerance(tk, tv); }
+
+int sweep_exit_code(const sweep_output & o) {
+    const bool failed = std::any_of(o.results.begin(), o.results.end(), [](const point_result & r) { return r.status == "failed"; });
+    return failed ? 1 : 0;
+}
+
 namespace {
 
 // Uninitialised 64-byte-aligned host memory (a vector would memset gigabytes before the content fill).
@@ -75,12 +97,6 @@ std::shared_ptr<void> backend_copy(attn_backend & be, const void * host, size_t 
 // Host copy of backend memory (nothing to copy when it already is the host memory).
 void fetch(attn_backend & be, void * host, const void * src, size_t bytes) {
     if (host != src) be.download(host, src, bytes);
-}
-
-double max_abs_diff(const std::vector<float> & a, const std::vector<float> & b) {
-    double m = 0;
-    for (size_t i = 0; i < a.size(); ++i) m = std::max(m, (double) std::fabs(a[i] - b[i]));
-    return m;
 }
 
 int copies_for(size_t bytes_one, size_t rotate_bytes) {
@@ -236,6 +252,28 @@ void time_reference(const sweep_config & c, const bench_point & p, const fa_desc
     }
     r.ref = summarize(std::move(ns));
     r.err_vs_ref = max_abs_diff(out, kernel_out);
+}
+
+// The first call's output of stream 0 (out0's first n_head rows) vs the naive reference on stream 0 alone (one
+// thread in double: every stream would cost more than the point's timing). h: host K/V, mask and Q of all streams.
+double check_first_call(const fa_desc & fd, const fa_args & h, ggml_type q_dot, const std::vector<float> & out0) {
+    fa_desc d1 = fd;
+    d1.n_stream = 1;
+    fa_args a1 = h;
+    a1.k.n_stream = a1.v.n_stream = 1;  // stream 0 is the first in memory: the same pointers
+    std::vector<float> ref((size_t) (fd.n_head * fd.n_tps * fd.head_dim_v));
+    a1.out = ref.data();
+    ref_flash_attn(d1, a1, q_dot);
+    return max_abs_diff(ref, std::vector<float>(out0.begin(), out0.begin() + (ptrdiff_t) ref.size()));
+}
+
+// Marks r failed (and drops its flash-attention time) when err is beyond the tolerance or NaN.
+void fail_if_wrong(point_result & r, const char * against, double err) {
+    if (err == -1 || within_tolerance(err, r.point.type, r.point.type)) return;
+    r.status = "failed";
+    r.fa = {};
+    r.note = fmt::format("max |kernel - {}| = {} > tolerance {:g}{}{}", against, std::isnan(err) ? "NaN" : fmt::format("{:.3g}", err),
+                         fa_tolerance(r.point.type, r.point.type), r.note.empty() ? "" : "; ", r.note);
 }
 
 void time_kshift(attn_backend & be, const sweep_config & c, const bench_point & p, const kv_tensor & k_all,
@@ -422,6 +460,14 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
               mask.get(), ggml_type::f16, static_cast<float *>(outd.get())};
     be.flash_attn(fd, plan, a);
     fetch(be, out0.data(), outd.get(), out_bytes);
+    // host copies for the check and the baselines: copy 0 of the host K/V and a host mask
+    std::vector<uint16_t> mask_host((size_t) (p.ctx * p.batch));
+    fetch(be, mask_host.data(), mask.get(), mask_host.size() * sizeof(uint16_t));
+    fa_args h{q.data(), copy_view(k_all, p.batch, 0), copy_view(v_all, p.batch, 0), 0, mask_host.data(), ggml_type::f16,
+              nullptr};
+    r.err_check = check_first_call(fd, h, be.fa_q_dot_type(p.type), out0);
+    fail_if_wrong(r, "reference", r.err_check);
+    if (r.status == "failed") return r;  // no timing of a wrong kernel
     const auto fa_call = [&](int i) {
         a.k = copy_view(k_dev, p.batch, i % r.copies);
         a.v = copy_view(v_dev, p.batch, i % r.copies);
@@ -452,13 +498,10 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
         r.roof_ctx = roof.cells();
     }
 
-    // host-side baselines: copy 0 of the host K/V and a host mask
-    std::vector<uint16_t> mask_host((size_t) (p.ctx * p.batch));
-    fetch(be, mask_host.data(), mask.get(), mask_host.size() * sizeof(uint16_t));
-    fa_args h{q.data(), copy_view(k_all, p.batch, 0), copy_view(v_all, p.batch, 0), 0, mask_host.data(), ggml_type::f16,
-              nullptr};
     time_eigen(c, p, fd, h.k, h.v, q, be.fa_q_dot_type(p.type), out0, pool, stop, r);
     time_reference(c, p, fd, h, be.fa_q_dot_type(p.type), out0, stop, r);
+    fail_if_wrong(r, "Eigen", r.err_vs_eigen);
+    fail_if_wrong(r, "reference", r.err_vs_ref);
     time_kshift(be, c, p, k_dev, rot, r.copies, timer, r);  // last: it rewrites K
     return r;
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <stdexcept>
+#include <vector>
 
 #include "attention.h"
 #include "bench/bench_result.h"
@@ -30,6 +31,19 @@ struct sweep_hooks {
     std::function<run_limit(const sweep_config &, const std::string & host)> measure_limit;
 };
 
+// Largest |a[i] - b[i]| (in double), NaN when any difference is NaN (a NaN output must fail a check; std::max(m,
+// NaN) returns m). Throws std::invalid_argument when the sizes differ.
+double max_abs_diff(const std::vector<float> & a, const std::vector<float> & b);
+// The attention backends' stated tolerance on the max abs output error against ref_flash_attn (|V| < 1 content,
+// Q rounded as the backend's fa_q_dot_type): 2e-5 for f32 K and V, 1e-4 for any f16/q8_0/q4_0 K or V
+// (kernels/cpu/cpu_backend.h; tests/test_cuda.cpp holds the CUDA backend to the same).
+double fa_tolerance(ggml_type tk, ggml_type tv);
+// err within [0, fa_tolerance(tk, tv)]: false for NaN and for -1 (not compared).
+bool within_tolerance(double err, ggml_type tk, ggml_type tv);
+
+// kvbench's exit status for a finished sweep: 1 when a point failed its output check (status "failed"), else 0.
+int sweep_exit_code(const sweep_output & o);
+
 // Measure read/copy bandwidth with c.limit_bytes buffers and c.threads threads (kernels/bandwidth.h), best of 5;
 // with c.threads > 1 also the read on one thread (read_probe, best of 5), for probe_core_bound.
 run_limit measure_run_limit(const sweep_config & c, const std::string & host);
@@ -37,7 +51,10 @@ run_limit measure_run_limit(const sweep_config & c, const std::string & host);
 // Time one point. K/V, Q, mask, output and shifts live in the backend's memory (attn_backend::alloc/upload; the
 // CPU backend uses the host buffers directly); baselines read the host copies. timer: null = host clock. A point whose K+V exceed c.max_buffer_bytes is
 // returned with status "skipped". The Eigen baseline is skipped above c.eigen_max_bytes of f32 K+V, the reference
-// above c.ref_max_cells cells (note says so). Throws std::runtime_error when the incremental mask differs from a
+// above c.ref_max_cells cells (note says so). Validates before it times (llm.c's habit): the first (warm-up) call's
+// output of stream 0 is compared with the naive reference (err_check) and, after the timing, the whole output with
+// Eigen where it ran; a point beyond fa_tolerance (or NaN) is returned with status "failed", its note naming the
+// error, and no flash-attention time. Throws std::runtime_error when the incremental mask differs from a
 // full build (a kernel bug), std::bad_alloc when memory runs out, point_interrupted when *stop is raised before
 // a timed call (checked between calls of every timing loop).
 point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,

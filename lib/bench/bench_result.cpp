@@ -115,6 +115,7 @@ nlohmann::json point_json(const point_result & r) {
             {"reference", stats_json(r.ref)},
             {"err_vs_eigen", r.err_vs_eigen},
             {"err_vs_ref", r.err_vs_ref},
+            {"err_check", r.err_check},
             {"gbs", r.gbs()},
             {"gbs_best", r.gbs_best()},
             {"frac_limit", r.frac_limit()},
@@ -148,6 +149,7 @@ point_result point_from(const nlohmann::json & j, const std::string & w) {
     r.ref = stats_from(json_field(j, "reference", w), w + "reference.");
     r.err_vs_eigen = json_get<double>(j, "err_vs_eigen", w);
     r.err_vs_ref = json_get<double>(j, "err_vs_ref", w);
+    r.err_check = json_get_or(j, "err_check", w, -1.0);
     return r;
 }
 
@@ -232,7 +234,8 @@ nlohmann::json to_json(const sweep_output & o) {
               {"build_type", m.build_type},
               {"git_commit", m.git_commit},
               {"date", m.date},
-              {"host", m.host}}},
+              {"host", m.host},
+              {"kernel_path", m.kernel_path}}},
             {"limits", limits},
             {"points", points},
             {"notes", o.notes},
@@ -249,7 +252,7 @@ sweep_output sweep_output_from_json(const nlohmann::json & j) {
         o.machine = {json_get<std::string>(m, "cpu_model", mw), json_int<int>(m, "cores", mw),
                      json_get<std::string>(m, "gpu", mw), json_get<std::string>(m, "build_type", mw),
                      json_get<std::string>(m, "git_commit", mw), json_get<std::string>(m, "date", mw),
-                     json_get<std::string>(m, "host", mw)};
+                     json_get<std::string>(m, "host", mw), json_get_or<std::string>(m, "kernel_path", mw, "")};
         size_t i = 0;
         for (const auto & l : j.at("limits")) {
             const std::string lw = fmt::format("limits[{}].", i++);
@@ -378,7 +381,7 @@ void check_roof(const sweep_config & c, const point_result & r, const std::strin
     }
 }
 
-// The values a writer produces: status ok/skipped (the only two bench_point_run and run_sweep write), finite
+// The values a writer produces: status ok/skipped/failed (all bench_point_run and run_sweep write), finite
 // non-negative bandwidths and times, and the shard's own measured limit (the roofline and %lim of its points).
 void check_shard_values(const sweep_output & p, const std::string & name) {
     const shard_spec & s = p.config.shard;
@@ -397,8 +400,9 @@ void check_shard_values(const sweep_output & p, const std::string & name) {
                                       name, s.index, s.count, s.index));
     }
     for (const point_result & r : p.results) {
-        if (r.status != "ok" && r.status != "skipped") {
-            throw usage_error(fmt::format("kvbench merge: {}: point {} has status '{}'; expected 'ok' or 'skipped'", name,
+        if (r.status != "ok" && r.status != "skipped" && r.status != "failed") {
+            throw usage_error(fmt::format("kvbench merge: {}: point {} has status '{}'; expected 'ok', 'skipped' or "
+                                          "'failed'", name,
                                           r.point.index, r.status));
         }
         const std::string pt = fmt::format("point {}: ", r.point.index);

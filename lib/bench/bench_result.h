@@ -21,8 +21,9 @@ struct time_stats {
 // Statistics of samples (ns); empty samples give n == 0.
 time_stats summarize(std::vector<double> samples);
 
-// One point of a sweep. status "ok" or "skipped" (note says why); a skipped baseline leaves its stats at n == 0
-// with the reason in note.
+// One point of a sweep. status "ok", "skipped" (note says why) or "failed" (the kernel's output differed from the
+// reference or Eigen by more than the backend's tolerance: no timing of it is kept, note says by how much); a
+// skipped baseline leaves its stats at n == 0 with the reason in note.
 struct point_result {
     bench_point point;
     std::string status = "ok";
@@ -48,6 +49,9 @@ struct point_result {
     int64_t roof_ctx = 0;
     double err_vs_eigen = -1;   // max abs difference of the outputs, -1 = not compared
     double err_vs_ref = -1;
+    // the first (warm-up) call's output vs the naive reference on stream 0, checked before anything is timed
+    // (status "failed" when above the backend's tolerance or NaN; -1 = not checked, a run written before it existed)
+    double err_check = -1;
 
     // Derived from the median time: GB/s = kv_bytes / median_ns; fraction of limit_read_gbs;
     // tokens/s = batch / median seconds (one layer's attention only); baseline time / kernel time (0 = none).
@@ -68,6 +72,7 @@ struct machine_info {
     std::string git_commit;
     std::string date;        // ISO 8601, UTC
     std::string host;
+    std::string kernel_path;  // the CPU kernels' instruction set and loops (cpu_backend::path_name), "" = unknown
 };
 // Read /proc/cpuinfo, std::thread::hardware_concurrency, /proc/driver/nvidia, `git rev-parse --short HEAD`
 // (run in the current directory; "unknown" when it fails), the clock and the host name. Never throws.

@@ -45,9 +45,9 @@ void write_table(std::ostream & os, const sweep_output & o) {
     const sweep_config & c = o.config;
     fmt::print(os, "kvbench sweep: {} (head_dim {}, n_head {}, n_head_kv {}), backend {}, {} threads, {} repeats\n",
                c.model, c.head_dim, c.n_head, c.n_head_kv, c.backend, c.threads, c.repeats);
-    fmt::print(os, "machine: {} ({} cores){}, {} build, commit {}, {}\n", o.machine.cpu_model, o.machine.cores,
+    fmt::print(os, "machine: {} ({} cores){}, {} build, commit {}, {}{}\n", o.machine.cpu_model, o.machine.cores,
                o.machine.gpu.empty() ? "" : ", GPU " + o.machine.gpu, o.machine.build_type, o.machine.git_commit,
-               o.machine.date);
+               o.machine.date, o.machine.kernel_path.empty() ? "" : ", CPU kernels " + o.machine.kernel_path);
     for (const run_limit & l : o.limits) {
         fmt::print(os, "measured limit (shard {}, {}): read {:.1f} GB/s, copy {:.1f} GB/s ({} threads, {} MiB){}\n",
                    l.shard, l.host, l.read_gbs, l.copy_gbs, c.threads, c.limit_bytes >> 20,
@@ -78,6 +78,11 @@ void write_table(std::ostream & os, const sweep_output & o) {
     }
     fmt::print(os, "xEigen / xRef = baseline median time / kernel median time (> 1: the kernel is faster).\n");
     if (o.interrupted) fmt::print(os, "INTERRUPTED: only the points above were measured.\n");
+    const auto failed = std::count_if(o.results.begin(), o.results.end(), [](const point_result & r) { return r.status == "failed"; });
+    if (failed > 0) {
+        fmt::print(os, "FAILED: {} point(s) gave a wrong output (above): their times are not reported and kvbench exits 1.\n",
+                   failed);
+    }
 }
 
 void write_csv(std::ostream & os, const sweep_output & o) {
