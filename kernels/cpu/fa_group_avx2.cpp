@@ -92,7 +92,8 @@ __m256 qk_4x2(const float * const * q, const char * const * k, int64_t dk, prefe
 // Cells: listed (a token's visible cells) or the tile's 0..nt-1 (a template parameter, as in the AVX-512 loops).
 template <ggml_type T, bool Listed>
 void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk, float * scores,
-        int64_t ld, prefetch_stream & pf, const int32_t * cells) {
+        int64_t ld, prefetch_stream & pf_out, const int32_t * cells) {
+    prefetch_stream pf = pf_out;  // in registers (pv_4x16)
     for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
         // a short last row block repeats its last row; those lanes are not stored
         const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
@@ -110,17 +111,21 @@ void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride,
             }
         }
     }
+    pf_out = pf;
 }
 
 // 4 accumulator rows x 16 V elements in registers across the tile; each V vector is loaded and dequantized once
-// for the four rows.
+// for the four rows. Eight named accumulators: as an array (a[4][2]) GCC 12 kept them on the stack, and every FMA
+// then waited on a store-to-load round trip (2.7x slower, docs/kernels.md).
 template <ggml_type T, bool Listed>
 void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
-             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    __m256 a[4][2];
-    for (int r = 0; r < 4; ++r) {
-        for (int c = 0; c < 2; ++c) a[r][c] = r < n_valid ? _mm256_loadu_ps(acc[r] + e0 + 8 * c) : _mm256_setzero_ps();
-    }
+             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf_out) {
+    // a local copy: through the reference, the prefetch credit went to memory and back every cell, a store-to-load
+    // chain longer than the cell's FMAs
+    prefetch_stream pf = pf_out;
+    const auto load = [&](int r, int c) { return r < n_valid ? _mm256_loadu_ps(acc[r] + e0 + 8 * c) : _mm256_setzero_ps(); };
+    __m256 a00 = load(0, 0), a01 = load(0, 1), a10 = load(1, 0), a11 = load(1, 1);
+    __m256 a20 = load(2, 0), a21 = load(2, 1), a30 = load(3, 0), a31 = load(3, 1);
     const float * p0 = p[0], * p1 = p[1], * p2 = p[2], * p3 = p[3];
     for (int64_t j = 0; j < nt; ++j) {
         pf.step();
@@ -129,15 +134,19 @@ void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, cons
         load16<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0, v);
         const __m256 w0 = _mm256_broadcast_ss(p0 + j), w1 = _mm256_broadcast_ss(p1 + j);
         const __m256 w2 = _mm256_broadcast_ss(p2 + j), w3 = _mm256_broadcast_ss(p3 + j);
-        for (int c = 0; c < 2; ++c) {
-            a[0][c] = _mm256_fmadd_ps(w0, v[c], a[0][c]);
-            a[1][c] = _mm256_fmadd_ps(w1, v[c], a[1][c]);
-            a[2][c] = _mm256_fmadd_ps(w2, v[c], a[2][c]);
-            a[3][c] = _mm256_fmadd_ps(w3, v[c], a[3][c]);
-        }
+        a00 = _mm256_fmadd_ps(w0, v[0], a00);
+        a01 = _mm256_fmadd_ps(w0, v[1], a01);
+        a10 = _mm256_fmadd_ps(w1, v[0], a10);
+        a11 = _mm256_fmadd_ps(w1, v[1], a11);
+        a20 = _mm256_fmadd_ps(w2, v[0], a20);
+        a21 = _mm256_fmadd_ps(w2, v[1], a21);
+        a30 = _mm256_fmadd_ps(w3, v[0], a30);
+        a31 = _mm256_fmadd_ps(w3, v[1], a31);
     }
+    pf_out = pf;
+    const __m256 out[4][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
     for (int r = 0; r < n_valid; ++r) {
-        for (int c = 0; c < 2; ++c) _mm256_storeu_ps(acc[r] + e0 + 8 * c, a[r][c]);
+        for (int c = 0; c < 2; ++c) _mm256_storeu_ps(acc[r] + e0 + 8 * c, out[r][c]);
     }
 }
 
