@@ -21,20 +21,38 @@ namespace kvsim::cpu::avx2 {
 
 namespace {
 
+// Butterflies at distance 1, 2 and 4 inside one 8-lane vector, in that order: lane i becomes x[i] + x[i^h] (lower
+// of the pair) or x[i^h] - x[i] (upper), computed as fma(x, +-1, swapped), exact like the add or subtract itself.
+inline __m256 fwht_in_vector(__m256 v) {
+    v = _mm256_fmadd_ps(v, _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1), _mm256_permute_ps(v, 0xB1));
+    v = _mm256_fmadd_ps(v, _mm256_setr_ps(1, 1, -1, -1, 1, 1, -1, -1), _mm256_permute_ps(v, 0x4E));
+    return _mm256_fmadd_ps(v, _mm256_setr_ps(1, 1, 1, 1, -1, -1, -1, -1), _mm256_permute2f128_ps(v, v, 0x01));
+}
+
 // fwht of n floats (a power of two, >= 8) in place: scale first, then butterflies h = 1, 2, 4 inside each vector
-// and h = 8 .. n/2 across vectors, the order of hadamard.cpp fwht.
+// and h = 8 .. n/2 across vectors, the order of hadamard.cpp fwht. N = 128 (Llama heads): the 16 vectors stay in
+// registers through all stages.
+template <int N>
+void fwht_fixed(float * x, __m256 s) {
+    __m256 v[N / 8];
+    for (int i = 0; i < N / 8; ++i) v[i] = fwht_in_vector(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), s));
+    for (int h = 1; h < N / 8; h *= 2) {
+        for (int i = 0; i < N / 8; i += 2 * h) {
+            for (int j = i; j < i + h; ++j) {
+                const __m256 a = v[j], b = v[j + h];
+                v[j] = _mm256_add_ps(a, b);
+                v[j + h] = _mm256_sub_ps(a, b);
+            }
+        }
+    }
+    for (int i = 0; i < N / 8; ++i) _mm256_storeu_ps(x + 8 * i, v[i]);
+}
+
 void fwht(float * x, int n, float scale) {
     const __m256 s = _mm256_set1_ps(scale);
-    for (int i = 0; i < n; i += 8) {
-        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), s);
-        __m256 t = _mm256_permute_ps(v, 0xB1);  // lanes 1,0,3,2: pairs at distance 1
-        v = _mm256_blend_ps(_mm256_add_ps(v, t), _mm256_sub_ps(t, v), 0xAA);
-        t = _mm256_permute_ps(v, 0x4E);  // 2,3,0,1: distance 2
-        v = _mm256_blend_ps(_mm256_add_ps(v, t), _mm256_sub_ps(t, v), 0xCC);
-        t = _mm256_permute2f128_ps(v, v, 0x01);  // halves swapped: distance 4
-        v = _mm256_blend_ps(_mm256_add_ps(v, t), _mm256_sub_ps(t, v), 0xF0);
-        _mm256_storeu_ps(x + i, v);
-    }
+    if (n == 128) return fwht_fixed<128>(x, s);
+    if (n == 64) return fwht_fixed<64>(x, s);
+    for (int i = 0; i < n; i += 8) _mm256_storeu_ps(x + i, fwht_in_vector(_mm256_mul_ps(_mm256_loadu_ps(x + i), s)));
     for (int h = 8; h < n; h *= 2) {
         for (int i = 0; i < n; i += 2 * h) {
             for (int j = i; j < i + h; j += 8) {
@@ -113,10 +131,12 @@ void quantize_q4_0(const float * x, block_q4_0 * y, int64_t n) {
     for (int64_t i = 0; i < n / QK4_0; ++i) {
         const float * xb = x + i * QK4_0;
         const float amax = block_amax(xb);
-        float max = 0.0f;
-        for (int j = 0; j < QK4_0; ++j) {
-            if (std::fabs(xb[j]) == amax) {
-                max = xb[j];
+        float max = 0.0f;  // the first element with |x| == amax, found 8 lanes at a time
+        const __m256 va = _mm256_set1_ps(amax), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+        for (int c = 0; c < 4; ++c) {
+            const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * c), abs), va, _CMP_EQ_OQ));
+            if (m != 0) {
+                max = xb[8 * c + __builtin_ctz((unsigned) m)];
                 break;
             }
         }
