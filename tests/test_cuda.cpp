@@ -1,7 +1,8 @@
 // CUDA backend vs the CPU backend and the double-precision references: flash attention over head dims, GQA
 // ratios, n_kv (odd sizes, 65536), every KV type, holes, SWA borders, fully masked rows, softcap, ALiBi, Hadamard
 // rotation; KQ mask build and incremental update bit-exact; K-shift plain and quantized. Without a CUDA device (or
-// without the CUDA build) every case reports why and returns.
+// without the CUDA build) every case is skipped with the reason (tests/test_skip.h): ctest reports test_cuda as
+// skipped, never as passed.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "quant.h"
 #include "kernel_test_util.h"
 #include "reference.h"
+#include "test_skip.h"
 #include "util/errors.h"
 
 #if defined(KVSIM_HAVE_CUDA)
@@ -25,19 +27,18 @@ using namespace kvsim;
 
 #if !defined(KVSIM_HAVE_CUDA)
 
-TEST_CASE("CUDA backend") { MESSAGE("no CUDA device: kvsim was built without the CUDA backend (nvcc not found)"); }
+TEST_CASE("CUDA backend") { KVSIM_SKIP_CASE("no CUDA device: kvsim was built without the CUDA backend (nvcc not found)"); }
 
 #else
 
 namespace {
 
-// True when GPU tests can run; otherwise reports why (once per test case).
-bool have_device() {
-    std::string why;
-    if (cuda_device_available(&why)) return true;
-    MESSAGE("no CUDA device: " << why << " (GPU tests skipped)");
-    return false;
-}
+// Skips the running test case, with the CUDA runtime's reason, when no CUDA device can be used.
+#define REQUIRE_CUDA_DEVICE()                                                             \
+    do {                                                                                  \
+        std::string why_;                                                                 \
+        if (!cuda_device_available(&why_)) KVSIM_SKIP_CASE("no CUDA device: " + why_);    \
+    } while (0)
 
 // A host K or V cache and its device copy.
 struct dev_tensor {
@@ -135,7 +136,7 @@ void run_fa(const fa_case & c, attn_backend & gpu, cpu_backend & cpu, uint32_t s
 }  // namespace
 
 TEST_CASE("CUDA flash attention matches the reference: head dims, GQA, every KV type") {
-    if (!have_device()) return;
+    REQUIRE_CUDA_DEVICE();
     auto gpu = make_cuda_backend();
     cpu_backend cpu(2);
     uint32_t seed = 1;
@@ -155,7 +156,7 @@ TEST_CASE("CUDA flash attention matches the reference: head dims, GQA, every KV 
 }
 
 TEST_CASE("CUDA flash attention: mixed types, prefill chunks, streams, f32 mask, odd and large n_kv") {
-    if (!have_device()) return;
+    REQUIRE_CUDA_DEVICE();
     auto gpu = make_cuda_backend();
     cpu_backend cpu(2);
     fa_case c;
@@ -202,7 +203,7 @@ TEST_CASE("CUDA flash attention: mixed types, prefill chunks, streams, f32 mask,
 }
 
 TEST_CASE("CUDA flash attention: SWA borders, fully masked rows, softcap, ALiBi") {
-    if (!have_device()) return;
+    REQUIRE_CUDA_DEVICE();
     auto gpu = make_cuda_backend();
     cpu_backend cpu(2);
     fa_case c;
@@ -227,7 +228,7 @@ TEST_CASE("CUDA flash attention: SWA borders, fully masked rows, softcap, ALiBi"
 }
 
 TEST_CASE("CUDA flash attention rejects shapes it does not instantiate") {
-    if (!have_device()) return;
+    REQUIRE_CUDA_DEVICE();
     auto gpu = make_cuda_backend();
     dev_tensor k(ggml_type::f16, 96, 2, 16, 1), v(ggml_type::f16, 96, 2, 16, 1);
     cuda_buffer q(96 * 8 * 4), out(96 * 8 * 4);
@@ -250,7 +251,7 @@ test::mask_stream_data random_stream(std::mt19937 & rng, int64_t n_kv, int64_t n
 }  // namespace
 
 TEST_CASE("CUDA KQ mask build and incremental update are bit-exact with the CPU backend") {
-    if (!have_device()) return;
+    REQUIRE_CUDA_DEVICE();
     auto gpu = make_cuda_backend();
     cpu_backend cpu(1);
     std::mt19937 rng(3);
@@ -372,7 +373,7 @@ void run_kshift(ggml_type t, int64_t head_dim, bool rot, rope_mode mode, int n_r
 }  // namespace
 
 TEST_CASE("CUDA K-shift matches the CPU backend, plain and quantized with Hadamard rotation") {
-    if (!have_device()) return;
+    REQUIRE_CUDA_DEVICE();
     auto gpu = make_cuda_backend();
     cpu_backend cpu(2);
     for (int64_t hd : {64, 128, 256}) {
@@ -386,7 +387,7 @@ TEST_CASE("CUDA K-shift matches the CPU backend, plain and quantized with Hadama
 }
 
 TEST_CASE("CUDA K-shift refuses the null-rotation hazard like the CPU backend") {
-    if (!have_device()) return;
+    REQUIRE_CUDA_DEVICE();
     auto gpu = make_cuda_backend();
     dev_tensor k(ggml_type::q8_0, 128, 2, 8, 1);
     cuda_buffer shift(8 * 4);
@@ -396,13 +397,37 @@ TEST_CASE("CUDA K-shift refuses the null-rotation hazard like the CPU backend") 
 }
 
 TEST_CASE("CUDA helpers: copy bandwidth and event timing give positive figures") {
-    if (!have_device()) return;
+    REQUIRE_CUDA_DEVICE();
     const bandwidth_result bw = cuda_copy_bandwidth(64u << 20, 5);
     CHECK(bw.copy_gbs > 0.0);
     cuda_buffer b(1 << 20);
     const cuda_timing t = cuda_time_ms([&] { b.upload(std::vector<char>(1 << 20).data(), 1 << 20); }, 1, 3, true);
     CHECK(t.n == 3);
     CHECK(t.min_ms <= t.median_ms);
+}
+
+// One small case per KV type and kernel, asynchronous backend included: the set scripts/gpu-check.sh runs under
+// compute-sanitizer --tool memcheck and --tool racecheck (the cases above take minutes there).
+TEST_CASE("CUDA sanitizer set: small flash attention per KV type, K-shift, the replay's event timer") {
+    REQUIRE_CUDA_DEVICE();
+    auto gpu = make_cuda_backend();
+    cpu_backend cpu(2);
+    uint32_t seed = 100;
+    for (ggml_type t : {ggml_type::f16, ggml_type::q8_0, ggml_type::q4_0}) {
+        fa_case c;
+        c.tk = c.tv = t;
+        c.n_kv = 300;
+        c.n_tps = 2;
+        c.n_stream = 2;
+        c.rot = ggml_is_quantized(t);
+        run_fa(c, *gpu, cpu, seed++);
+    }
+    run_kshift(ggml_type::q8_0, 128, true, rope_mode::neox, 128, 0.0f, *gpu, cpu);
+    // kernel_hooks' CUDA clock (kernel_drive::time_ns): events around enqueued work after the L2 flush
+    const auto timer = cuda_event_timer(true);
+    cuda_buffer b(1 << 20);
+    const std::vector<char> host(1 << 20, 1);
+    for (int i = 0; i < 2; ++i) CHECK(timer([&] { b.upload(host.data(), host.size()); }) >= 0.0);
 }
 
 #endif

@@ -5,6 +5,7 @@
 
 #ifdef KVSIM_HAVE_CUDA
 #include "cuda_backend.h"
+#include "timing/nvtx_backend.h"
 #endif
 
 namespace kvsim {
@@ -18,7 +19,8 @@ bench_backend make_cuda_bench() {
     bench_backend b;
     // asynchronous: calls only enqueue, so the events around a call time the kernels without launch and sync
     // overhead (downloads are blocking copies on the same stream, so results are still complete when read)
-    b.be = make_cuda_backend(0, false);
+    // wrapped in NVTX ranges (kq_mask / attention / k_shift) for nsys and ncu --nvtx (docs/profiling.md)
+    b.be = make_nvtx_backend(make_cuda_backend(0, false));
     b.device = cuda_current_device().name;
     b.timer = [](int repeats, const std::function<void(int)> & call) {
         int i = 0;  // call(0) is the warm-up, as with the host clock

@@ -190,7 +190,8 @@ std::unique_ptr<replay_hooks> make_hooks(const kernel_options & k) {
         if (!cuda_device_available(&why)) throw usage_error("--backend cuda: " + why);
         // the GPU's memory limit: device-to-device copy bandwidth (issue 8's reference), not the host's DRAM
         limit_probe probe{[] { return cuda_copy_bandwidth(size_t(1) << 30, 10); }, "device-to-device copy"};
-        return make_kernel_hooks(k, make_cuda_backend(0), std::move(probe));
+        // asynchronous calls timed with CUDA events (L2 flushed before each), the mask updated in place
+        return make_kernel_hooks(k, make_cuda_backend(0, false), std::move(probe), kernel_drive{cuda_event_timer(true), true});
     }
 #else
     if (backend == "auto") backend = "cpu";

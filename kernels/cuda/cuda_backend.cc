@@ -48,6 +48,61 @@ void * ensure(cuda_buffer & b, size_t bytes) {
     return b.data();
 }
 
+// Pinned host staging of one call's metadata uploads (cell deltas, tokens, full cell metadata): the caller's host
+// data is copied in, and each region goes to the device with cudaMemcpyAsync from pinned memory (a true
+// asynchronous DMA; from pageable memory the runtime stages and synchronises). The next call waits for the
+// previous call's copies (one event) before it overwrites the buffer.
+class pinned_stage {
+public:
+    pinned_stage() = default;
+    pinned_stage(const pinned_stage &) = delete;
+    pinned_stage & operator=(const pinned_stage &) = delete;
+    ~pinned_stage() {
+        if (done_) cudaEventDestroy(done_);
+        if (host_) cudaFreeHost(host_);
+    }
+    // Start a call: the previous call's copies must have read the buffer.
+    void begin() {
+        if (!done_) cuda::check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+        if (pending_) cuda::check(cudaEventSynchronize(done_), "pinned staging wait");
+        pending_ = false;
+        used_ = 0;
+    }
+    // Enqueue a copy of n bytes of host src to device dst through the buffer (legacy default stream).
+    void copy(void * dst, const void * src, size_t n) {
+        if (!n) return;
+        if (used_ + n > cap_) grow(used_ + n);
+        char * h = static_cast<char *>(host_) + used_;
+        std::memcpy(h, src, n);
+        cuda::check(cudaMemcpyAsync(dst, h, n, cudaMemcpyHostToDevice, nullptr), "upload");
+        used_ = (used_ + n + 15) / 16 * 16;
+    }
+    // End a call: the next begin() waits for its copies.
+    void end() {
+        if (used_ == 0) return;
+        cuda::check(cudaEventRecord(done_, nullptr), "cudaEventRecord");
+        pending_ = true;
+    }
+
+private:
+    // A larger buffer; copies already enqueued from the old one finish first.
+    void grow(size_t need) {
+        if (used_ > 0) {
+            cuda::check(cudaEventRecord(done_, nullptr), "cudaEventRecord");
+            cuda::check(cudaEventSynchronize(done_), "pinned staging wait");
+        }
+        if (host_) cudaFreeHost(host_);
+        host_ = nullptr;
+        cap_ = std::max(need, 2 * cap_);
+        cuda::check(cudaMallocHost(&host_, cap_), "cudaMallocHost");
+        used_ = 0;
+    }
+    void * host_ = nullptr;
+    size_t cap_ = 0, used_ = 0;
+    cudaEvent_t done_ = nullptr;
+    bool pending_ = false;
+};
+
 // Device mirror of the metadata of the last mask built into one dst.
 struct mask_mirror {
     int64_t n_kv = 0, n_stream = 0;
@@ -89,8 +144,10 @@ public:
     void build_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, void * dst) override {
         check_kq_mask_desc(d, streams);
         mask_mirror & mm = mirror(dst);
+        stage_.begin();
         upload_cells(d, streams, mm);
         upload_tokens(d, streams, nullptr);
+        stage_.end();
         cuda::mask_build_launch(d, meta(d, mm), dst, nullptr);
         finish("KQ mask build");
     }
@@ -135,6 +192,7 @@ public:
         auto * d_chpos = reinterpret_cast<int32_t *>(chb + nc * 4);
         auto * d_chseq = reinterpret_cast<uint32_t *>(chb + nc * 8);
         auto * d_nchanged = reinterpret_cast<int32_t *>(chb + nc * 40);
+        stage_.begin();
         copy_h2d(d_changed, h_changed_.data(), nc * 4);
         copy_h2d(d_chpos, h_chpos_.data(), nc * 4);
         copy_h2d(d_chseq, h_chseq_.data(), nc * 32);
@@ -146,6 +204,7 @@ public:
             upload_cells(d, streams, mm);
         }
         upload_tokens(d, streams, changes);
+        stage_.end();
         cuda::mask_update_launch(d, meta(d, mm), d_changed, d_nchanged, mc, dst, nullptr);
         finish("KQ mask update");
     }
@@ -195,7 +254,9 @@ public:
         const float * ff = nullptr;
         if (d.rope.freq_factors) {
             ff = static_cast<const float *>(ensure(freq_, (size_t) d.rope.n_rot / 2 * sizeof(float)));
+            stage_.begin();
             copy_h2d(const_cast<float *>(ff), d.rope.freq_factors, (size_t) d.rope.n_rot / 2 * sizeof(float));
+            stage_.end();
         }
         cuda::kshift_launch(d, k, shift, ff, quant && d.rot.k() ? d.rot.n_k : 0, nullptr);
         finish("k_shift");
@@ -203,9 +264,8 @@ public:
     }
 
 private:
-    static void copy_h2d(void * dst, const void * src, size_t n) {
-        if (n) cuda::check(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, nullptr), "upload");
-    }
+    // Metadata upload through the pinned staging (between stage_.begin() and stage_.end()).
+    void copy_h2d(void * dst, const void * src, size_t n) { stage_.copy(dst, src, n); }
 
     void finish(const char * what) const {
         cuda::check(cudaGetLastError(), what);
@@ -271,6 +331,7 @@ private:
     uint64_t mirror_tick_ = 0;
     cuda_device_info info_;
     cuda_buffer q_rot_, part_, tok_, changes_buf_, freq_;
+    pinned_stage stage_;
     std::map<void *, mask_mirror> mirrors_;
     std::vector<uint32_t> h_seq_, h_changed_, h_chseq_;
     std::vector<int32_t> h_tok_, h_chpos_, h_nchanged_;

@@ -62,10 +62,17 @@ struct cuda_timing {
 };
 
 // Time `launch` (work enqueued on the legacy default stream, e.g. calls of an asynchronous CUDA backend) with
-// CUDA events: n_warmup untimed calls, then n_rep timed calls, each preceded (outside its events) by writing a
-// scratch buffer of 2x the device's L2 size so every timed call starts with a cold L2 (flush_l2 = true).
+// CUDA events: n_warmup untimed calls, then n_rep timed calls, each preceded (outside its events) by an L2 flush
+// when flush_l2: a scratch buffer of at least 2x the device's L2 is written (memset) and then read whole, so
+// every timed call starts with an L2 holding no data of its own and no dirty lines to write back.
 // Throws std::invalid_argument for n_rep < 1, std::runtime_error on a CUDA error.
 cuda_timing cuda_time_ms(const std::function<void()> & launch, int n_warmup, int n_rep, bool flush_l2 = true);
+
+// A clock for kernel_hooks (kernel_drive::time_ns): runs `calls` (work enqueued on the legacy default stream by an
+// asynchronous backend) between two CUDA events and returns the elapsed nanoseconds, after the L2 flush above
+// (outside the events) when flush_l2. Synchronises on the end event. The returned function owns its events and
+// scratch; it must be called on the thread and device it was made on. Throws std::runtime_error on a CUDA error.
+std::function<double(const std::function<void()> &)> cuda_event_timer(bool flush_l2 = true);
 
 // Device-to-device copy bandwidth (cudaMemcpyAsync D2D of `bytes`, buffers >> L2, e.g. 1 GiB), median of n_rep
 // after warm-up, in GB/s (1e9 B/s) counting bytes read + bytes written (2*bytes per copy, STREAM convention, as

@@ -55,4 +55,8 @@ void mask_scatter_launch(int64_t n_stream, int64_t n_kv, const uint32_t * change
 void kshift_launch(const kshift_desc & d, const kv_tensor & k, const int32_t * shift, const float * freq_factors, int rot_n,
                    cudaStream_t st);
 
+// Read bytes of buf (16-byte aligned, from cudaMalloc) with a grid of 4 blocks per SM: the L2 flush of the timing
+// helpers, after their memset. sink: device scratch for one unsigned (written only on an impossible sum).
+void l2_flush_read_launch(const void * buf, size_t bytes, unsigned * sink, int sm_count, cudaStream_t st);
+
 }  // namespace kvsim::cuda

@@ -1,5 +1,6 @@
 // Device buffers, CUDA-event timing with an L2 flush, and the device-to-device copy bandwidth probe.
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -71,18 +72,53 @@ cuda_timing summarise(std::vector<double> t) {
     return r;
 }
 
+// Scratch of at least 2x the device's L2: flush() writes it (cudaMemsetAsync), then reads it back whole, so the
+// L2 holds only clean lines of the scratch when the next timed work starts (the memset alone would leave an L2's
+// worth of dirty lines, written back during the timed kernel).
+struct l2_flusher {
+    cuda_buffer scratch, sink;
+    int sm_count = 0;
+    l2_flusher() {
+        const cuda_device_info dev = cuda_current_device();
+        scratch = cuda_buffer(std::max<size_t>(2 * dev.l2_bytes, 1 << 20));
+        sink = cuda_buffer(sizeof(unsigned));
+        sm_count = dev.sm_count;
+    }
+    void flush(int i) {
+        cuda::check(cudaMemsetAsync(scratch.data(), i & 0xff, scratch.size(), nullptr), "L2 flush");
+        cuda::l2_flush_read_launch(scratch.data(), scratch.size(), static_cast<unsigned *>(sink.data()), sm_count, nullptr);
+    }
+};
+
 }  // namespace
+
+std::function<double(const std::function<void()> &)> cuda_event_timer(bool flush_l2) {
+    struct state {
+        event_pair ev;
+        std::unique_ptr<l2_flusher> l2;
+        int n = 0;
+    };
+    auto st = std::make_shared<state>();
+    if (flush_l2) st->l2 = std::make_unique<l2_flusher>();
+    return [st](const std::function<void()> & calls) {
+        if (st->l2) st->l2->flush(st->n++);
+        cuda::check(cudaEventRecord(st->ev.a, nullptr), "cudaEventRecord");
+        calls();
+        cuda::check(cudaEventRecord(st->ev.b, nullptr), "cudaEventRecord");
+        return 1e6 * (double) st->ev.elapsed_ms();
+    };
+}
 
 cuda_timing cuda_time_ms(const std::function<void()> & launch, int n_warmup, int n_rep, bool flush_l2) {
     if (n_rep < 1) throw std::invalid_argument("cuda_time_ms: n_rep must be >= 1");
-    cuda_buffer scratch;
-    if (flush_l2) scratch = cuda_buffer(std::max<size_t>(2 * cuda_current_device().l2_bytes, 1 << 20));
+    std::unique_ptr<l2_flusher> l2;
+    if (flush_l2) l2 = std::make_unique<l2_flusher>();
     for (int i = 0; i < n_warmup; ++i) launch();
     cuda::check(cudaDeviceSynchronize(), "warm-up");
     event_pair ev;
     std::vector<double> t;
     for (int i = 0; i < n_rep; ++i) {
-        if (flush_l2) cuda::check(cudaMemsetAsync(scratch.data(), i & 0xff, scratch.size(), nullptr), "L2 flush");
+        if (l2) l2->flush(i);
         cuda::check(cudaEventRecord(ev.a, nullptr), "cudaEventRecord");
         launch();
         cuda::check(cudaEventRecord(ev.b, nullptr), "cudaEventRecord");

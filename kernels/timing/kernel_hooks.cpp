@@ -4,9 +4,11 @@
 #include "bytes.h"
 #include "cpu/cpu_backend.h"
 #include "kv_content.h"
+#include "timing/mask_tracker.h"
 #include "timing/verify.h"
 #include "sched/step_time.h"
 #include "util/errors.h"
+#include "util/nvtx.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +23,13 @@ using clock_t_ = std::chrono::steady_clock;
 
 std::vector<int32_t> shift_array(const kv_cache & c);
 
+// Consecutive ubatch stream blocks [first, first + count) that live in cache streams [stream0, stream0 + count).
+struct stream_run {
+    int64_t first = 0, stream0 = 0, count = 0;
+};
+std::vector<stream_run> stream_runs(const slot_info & sinfo);
+fa_desc run_desc(const fa_desc & d, const stream_run & r);
+
 double ns_since(clock_t_::time_point t0) {
     return std::chrono::duration<double, std::nano>(clock_t_::now() - t0).count();
 }
@@ -33,13 +42,14 @@ struct cache_buffers {
     std::vector<kv_tensor> k, v;
     std::shared_ptr<void> mask;   // f16 [n_kv, n_tps, n_stream] of the last build
     size_t mask_bytes = 0;
+    mask_tracker mask_state;      // what `mask` was built from (drive.incremental_mask)
     std::unique_ptr<cell_shadow> shadow;
 };
 
 class kernel_hooks final : public replay_hooks, public decode_observer {
 public:
-    kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> be, limit_probe limit)
-        : o_(o), be_(std::move(be)), probe_(std::move(limit)) {}
+    kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> be, limit_probe limit, kernel_drive drive)
+        : o_(o), be_(std::move(be)), probe_(std::move(limit)), drive_(std::move(drive)) {}
 
     void begin(context & ctx, const uint64_t * step, const double * sim_time, step_time_model * tm) override {
         ctx_ = &ctx;
@@ -106,6 +116,15 @@ private:
     void k_shift(cache_buffers & b, const std::vector<int32_t> & shift);
     void time_step(cache_buffers & b, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv);
     fa_desc fa_for(const cache_buffers & b, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) const;
+    double build_mask(cache_buffers & b, const kq_mask_desc & md, const slot_info & sinfo, const kq_mask_stream * streams);
+    void ensure_q_out(size_t q_floats, size_t out_floats);
+    // Nanoseconds of `calls` by the drive's clock (steady_clock around synchronous calls when it has none).
+    double timed(const std::function<void()> & calls) const {
+        if (drive_.time_ns) return drive_.time_ns(calls);
+        const auto t0 = clock_t_::now();
+        calls();
+        return ns_since(t0);
+    }
 
     kernel_options o_;
     std::unique_ptr<attn_backend> be_;
@@ -116,16 +135,22 @@ private:
     attn_rot rot_;
     rope_params rope_;
     limit_probe probe_;
+    kernel_drive drive_;
     bandwidth_result limit_;
     std::vector<cache_buffers> bufs_;
     std::vector<bandwidth_row> rows_;
     uint64_t n_seen_ = 0, next_time_ = 0, every_ = 1;
     double spent_ns_ = 0, attn_ns_total_ = 0, kv_bytes_total_ = 0;
-    uint64_t shift_events_ = 0, shift_hazards_ = 0;
+    uint64_t shift_events_ = 0, shift_hazards_ = 0, mask_updates_ = 0;
     double pending_shift_ns_ = 0;
     uint64_t pending_shift_bytes_ = 0;
     verify_stats verify_;
     std::vector<uint8_t> row_staging_;
+    // per-step Q and output in backend memory, grown when a step needs more (Q's values depend only on the index,
+    // so its upload happens only when it grows); the host copies serve --verify
+    std::vector<float> q_, out_;
+    std::shared_ptr<void> dev_q_, dev_out_, dev_shift_;
+    size_t dev_q_floats_ = 0, dev_out_floats_ = 0, dev_shift_ints_ = 0;
 };
 
 cache_buffers kernel_hooks::alloc(const kv_cache & c) {
@@ -235,17 +260,43 @@ void kernel_hooks::k_shift(cache_buffers & b, const std::vector<int32_t> & shift
     d.rope = rope_;
     d.rot = rot_;
     d.on_null_rot = null_rot_policy::plain;
-    auto dev_shift = be_->alloc(shift.size() * sizeof(int32_t));
-    be_->upload(dev_shift.get(), shift.data(), shift.size() * sizeof(int32_t));
-    const auto t0 = clock_t_::now();
-    for (const auto & k : b.k) {
-        const kshift_report r = be_->k_shift(d, k, (const int32_t *) dev_shift.get());
-        shift_hazards_ += r.null_rotation_hazard ? 1 : 0;
+    KVSIM_NVTX_RANGE("k_shift", (int64_t) shift.size());
+    if (shift.size() > dev_shift_ints_) {
+        dev_shift_ = be_->alloc(shift.size() * sizeof(int32_t));
+        dev_shift_ints_ = shift.size();
     }
-    const double ns = ns_since(t0);
+    be_->upload(dev_shift_.get(), shift.data(), shift.size() * sizeof(int32_t));
+    const double ns = timed([&] {
+        for (const auto & k : b.k) {
+            const kshift_report r = be_->k_shift(d, k, (const int32_t *) dev_shift_.get());
+            shift_hazards_ += r.null_rotation_hazard ? 1 : 0;
+        }
+    });
     spent_ns_ += ns;
     pending_shift_ns_ += ns / (double) b.k.size();
     pending_shift_bytes_ += kshift_bytes(c.get_size(), c.get_n_stream(), b.k[0].n_head_kv, b.k[0].type, b.k[0].head_dim);
+}
+
+// Ubatch stream blocks [first, first + count) whose cache streams are consecutive, from stream0: one flash-attention
+// call each (fa_args reads K/V of streams stream0 + s). Upstream's sequential split keeps a ubatch's streams
+// consecutive (llama_kv_cache::get_k views streams s0..s1), so this is one run in practice; K/V must still be read
+// from the stream the mask and --verify use, sinfo.strm[s], whatever the ubatch.
+std::vector<stream_run> stream_runs(const slot_info & sinfo) {
+    std::vector<stream_run> runs;
+    for (uint32_t s = 0; s < sinfo.n_stream(); ++s) {
+        if (!runs.empty() && sinfo.strm[s] == runs.back().stream0 + runs.back().count) {
+            ++runs.back().count;
+        } else {
+            runs.push_back({(int64_t) s, (int64_t) sinfo.strm[s], 1});
+        }
+    }
+    return runs;
+}
+
+fa_desc run_desc(const fa_desc & d, const stream_run & r) {
+    fa_desc dr = d;
+    dr.n_stream = r.count;
+    return dr;
 }
 
 fa_desc kernel_hooks::fa_for(const cache_buffers & b, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) const {
@@ -262,6 +313,41 @@ fa_desc kernel_hooks::fa_for(const cache_buffers & b, const slot_info & sinfo, c
     d.rot = rot_;
     (void) b;
     return d;
+}
+
+// Build (or, with drive.incremental_mask and the same shape and streams as the last step, update) the step's mask
+// in b.mask; returns the kernel time in ns.
+double kernel_hooks::build_mask(cache_buffers & b, const kq_mask_desc & md, const slot_info & sinfo, const kq_mask_stream * streams) {
+    KVSIM_NVTX_RANGE("kq_mask", md.n_kv);
+    const size_t mask_bytes = (size_t) md.n_kv * md.n_tps * md.n_stream * sizeof(uint16_t);
+    if (mask_bytes > b.mask_bytes) {
+        b.mask = be_->alloc(mask_bytes);
+        b.mask_bytes = mask_bytes;
+        b.mask_state.forget();
+    }
+    double ns = 0;
+    if (drive_.incremental_mask && b.mask_state.plan(md, sinfo.strm, streams)) {
+        ns = timed([&] { be_->update_kq_mask(md, streams, b.mask_state.changes(), b.mask.get()); });
+        ++mask_updates_;
+    } else {
+        ns = timed([&] { be_->build_kq_mask(md, streams, b.mask.get()); });
+    }
+    if (drive_.incremental_mask) b.mask_state.remember(md, sinfo.strm, streams);
+    return ns;
+}
+
+void kernel_hooks::ensure_q_out(size_t q_floats, size_t out_floats) {
+    if (q_floats > dev_q_floats_) {
+        q_.resize(q_floats);
+        for (size_t i = 0; i < q_.size(); ++i) q_[i] = std::sin(0.37f * (float) (i + 1));
+        dev_q_ = be_->alloc(q_floats * sizeof(float));
+        be_->upload(dev_q_.get(), q_.data(), q_floats * sizeof(float));
+        dev_q_floats_ = q_floats;
+    }
+    if (out_floats > dev_out_floats_) {
+        dev_out_ = be_->alloc(out_floats * sizeof(float));
+        dev_out_floats_ = out_floats;
+    }
 }
 
 void kernel_hooks::time_step(cache_buffers & b, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) {
@@ -281,30 +367,36 @@ void kernel_hooks::time_step(cache_buffers & b, const slot_info & sinfo, const u
         const kv_cells & cells = c.cells(sinfo.strm[s]);
         streams[s] = {cells.pos().data(), cells.seq().data(), ub.pos.data() + s * d.n_tps, tok_seq.data() + s * d.n_tps};
     }
-    const size_t mask_bytes = (size_t) n_kv * d.n_tps * d.n_stream * sizeof(uint16_t);
-    if (mask_bytes > b.mask_bytes) {
-        b.mask = be_->alloc(mask_bytes);
-        b.mask_bytes = mask_bytes;
-    }
-    auto t0 = clock_t_::now();
-    be_->build_kq_mask(md, streams.data(), b.mask.get());
-    const double mask_ns = ns_since(t0);
+    const double mask_ns = build_mask(b, md, sinfo, streams.data());
 
-    std::vector<float> q((size_t) d.head_dim_k * d.n_head * d.n_tps * d.n_stream);
-    for (size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * (float) (i + 1));
-    std::vector<float> out((size_t) d.head_dim_v * d.n_head * d.n_tps * d.n_stream);
-    auto dev_q = be_->alloc(q.size() * sizeof(float));
-    auto dev_out = be_->alloc(out.size() * sizeof(float));
-    be_->upload(dev_q.get(), q.data(), q.size() * sizeof(float));
-    const fa_plan plan = be_->plan_flash_attn(d);
+    const size_t q_floats = (size_t) d.head_dim_k * d.n_head * d.n_tps * d.n_stream;
+    const size_t out_floats = (size_t) d.head_dim_v * d.n_head * d.n_tps * d.n_stream;
+    ensure_q_out(q_floats, out_floats);
+    const std::vector<stream_run> runs = stream_runs(sinfo);
+    std::vector<fa_plan> plans;
+    for (const stream_run & sr : runs) plans.push_back(be_->plan_flash_attn(run_desc(d, sr)));
     double attn_ns = 0;
-    for (size_t l = 0; l < b.k.size(); ++l) {
-        fa_args a{(const float *) dev_q.get(), b.k[l], b.v[l], sinfo.strm[0], b.mask.get(), ggml_type::f16, (float *) dev_out.get()};
-        t0 = clock_t_::now();
-        be_->flash_attn(d, plan, a);
-        attn_ns += ns_since(t0);
+    {
+        KVSIM_NVTX_RANGE("attention", n_kv);
+        for (size_t l = 0; l < b.k.size(); ++l) {
+            attn_ns += timed([&] {
+                for (size_t r = 0; r < runs.size(); ++r) {
+                    const stream_run & sr = runs[r];
+                    const int64_t q_off = sr.first * d.n_tps * d.n_head * d.head_dim_k;
+                    const int64_t o_off = sr.first * d.n_tps * d.n_head * d.head_dim_v;
+                    const auto * mask = static_cast<const uint16_t *>(b.mask.get()) + sr.first * d.n_tps * n_kv;
+                    fa_args a{static_cast<const float *>(dev_q_.get()) + q_off, b.k[l], b.v[l], sr.stream0, mask, ggml_type::f16,
+                              static_cast<float *>(dev_out_.get()) + o_off};
+                    be_->flash_attn(run_desc(d, sr), plans[r], a);
+                }
+            });
+        }
     }
-    be_->download(out.data(), dev_out.get(), out.size() * sizeof(float));
+    const bool verify_now = o_.verify && (o_.verify_every == 0 || rows_.size() % o_.verify_every == 0 || o_.verify_every == 1);
+    if (verify_now) {
+        out_.resize(out_floats);
+        be_->download(out_.data(), dev_out_.get(), out_floats * sizeof(float));
+    }
     attn_ns /= (double) b.k.size();
     spent_ns_ += mask_ns + attn_ns * (double) b.k.size();
 
@@ -343,8 +435,8 @@ void kernel_hooks::time_step(cache_buffers & b, const slot_info & sinfo, const u
     if (o_.measured_step_time && tm_ && kv_bytes_total_ > 0) {
         tm_->measured_s_per_kv_byte = attn_ns_total_ * 1e-9 / kv_bytes_total_;
     }
-    if (o_.verify && (o_.verify_every == 0 || rows_.size() % o_.verify_every == 1 || o_.verify_every == 1)) {
-        verify_step(*b.shadow, c, sinfo, ub, d, q, out, rope_, b.k[0].type, b.v[0].type, verify_);
+    if (verify_now) {
+        verify_step(*b.shadow, c, sinfo, ub, d, q_, out_, rope_, b.k[0].type, b.v[0].type, verify_);
     }
 }
 
@@ -397,6 +489,7 @@ nlohmann::json kernel_hooks::summary() const {
         {"attention_frac_median", fr.empty() ? 0.0 : fr[fr.size() / 2]},
         {"attention_by_tokens", by_tokens},
         {"mask_ns_mean", rows_.empty() ? 0.0 : mask_ns / (double) rows_.size()},
+        {"mask_updates", mask_updates_},   // timed steps whose mask was updated in place (kernel_drive), not built
         {"k_shift_events", shift_events_},
         {"k_shift_null_rotation_hazards", shift_hazards_},
         {"rotation", {{"k", rot_.n_k}, {"v", rot_.n_v}}},
@@ -431,8 +524,8 @@ std::vector<std::pair<std::string, std::string>> kernel_hooks::terminal_rows() c
 }  // namespace
 
 std::unique_ptr<replay_hooks> make_kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> backend,
-                                                limit_probe limit) {
-    return std::make_unique<kernel_hooks>(o, std::move(backend), std::move(limit));
+                                                limit_probe limit, kernel_drive drive) {
+    return std::make_unique<kernel_hooks>(o, std::move(backend), std::move(limit), std::move(drive));
 }
 
 std::unique_ptr<replay_hooks> make_cpu_kernel_hooks(const kernel_options & o) {
