@@ -3,6 +3,7 @@
 #include "replay/op_runner.h"
 #include "util/errors.h"
 #include "util/interrupt.h"
+#include "util/nvtx.h"
 
 #include <fmt/format.h>
 #include <cstdint>
@@ -125,6 +126,7 @@ op_replay_result replay_ops(const op_trace & t, context & ctx, cell_dumper * dum
             break;
         }
         try {
+            KVSIM_NVTX_RANGE("step", (int64_t) gi + 1);   // one op group = one replay step (its ops, then its decode)
             run_group(t, g, run, res);
         } catch (const std::out_of_range & e) {
             throw input_error(t.path, g.line, op_text(g), e.what());

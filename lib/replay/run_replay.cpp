@@ -13,6 +13,7 @@
 #include "util/atomic_file.h"
 #include "util/errors.h"
 #include "util/progress.h"
+#include "util/nvtx.h"
 
 #include <chrono>
 #include <filesystem>
@@ -245,6 +246,7 @@ struct replay_observers {
     // report.html and the timeline, once the summary is final.
     void write(outputs & out, const json & summary, const occupancy_recorder & occ, const std::vector<request_result> * requests,
                replay_hooks * hooks) {
+        KVSIM_NVTX_RANGE("report", (int64_t) occ.rows().size());
         const std::vector<bandwidth_row> * bw = hooks ? &hooks->rows() : nullptr;
         if (out.report) {
             double read_gbs = 0;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "util/interrupt.h"
+#include "util/nvtx.h"
 
 namespace kvsim {
 
@@ -372,6 +373,7 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
             continue;
         }
         ++clock_.step;
+        KVSIM_NVTX_RANGE("step", (int64_t) clock_.step);   // docs/profiling.md: the step's ops and its decode calls
         decode_batch(batch);
         if (progress) progress(n_finished_, t.requests.size());
     }
