@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "cuda_fa_decode.h"
 #include "cuda_internal.h"
 #include "util/errors.h"
 
@@ -209,23 +210,13 @@ public:
         finish("KQ mask update");
     }
 
-    // Split-KV plan: enough blocks for ~4 waves of 128-thread blocks over the SMs, chunks of >= 256 cells so the
-    // merge stays cheap, chunk a multiple of 64 cells.
+    // Split-KV plan of the selected kernel (cuda_fa_decode.h: wave-efficiency search over the occupancy, or the
+    // legacy kernel's ~4 waves under KVSIM_CUDA_FA=legacy).
     fa_plan plan_flash_attn(const fa_desc & d) const override {
         if (d.n_kv <= 0 || d.n_head_kv <= 0 || d.n_stream <= 0 || d.n_tps <= 0 || d.n_head % d.n_head_kv != 0) {
             throw std::invalid_argument("plan_flash_attn: empty or inconsistent shape");
         }
-        const int64_t R = cuda::fa_rows_per_block(d);
-        const int64_t rgroups = (d.n_tps * (d.n_head / d.n_head_kv) + R - 1) / R;
-        const int64_t base = d.n_stream * d.n_head_kv * rgroups;
-        const int64_t target = 4 * (int64_t) info_.sm_count;
-        const int64_t max_chunks = std::max<int64_t>(1, (d.n_kv + 255) / 256);
-        const int64_t n_chunks = std::clamp<int64_t>((target + base - 1) / base, 1, max_chunks);
-        fa_plan p;
-        p.chunk = ((d.n_kv + n_chunks - 1) / n_chunks + 63) / 64 * 64;
-        p.n_chunks = (d.n_kv + p.chunk - 1) / p.chunk;
-        p.n_threads = 128;
-        return p;
+        return cuda::fa_plan_select(d, info_.sm_count);
     }
 
     void flash_attn(const fa_desc & d, const fa_plan & plan, const fa_args & a) override {

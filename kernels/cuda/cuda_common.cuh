@@ -77,6 +77,16 @@ __device__ __forceinline__ void load_part(int code, const char * __restrict__ ro
     }
 }
 
+// ALiBi slope of query head h as kernels/attention.h alibi_slope (ggml: m0^(h+1) for h < n_head_log2, else
+// m1^(2(h-n_head_log2)+1)); 1 when max_bias <= 0.
+__device__ __forceinline__ float alibi_slope_dev(int h, int n_head, float max_bias) {
+    if (max_bias <= 0.0f) return 1.0f;
+    const unsigned n_head_log2 = 1u << (unsigned) floor(log2((double) n_head));
+    const float m0 = powf(2.0f, -(max_bias) / n_head_log2);
+    const float m1 = powf(2.0f, -(max_bias / 2.0f) / n_head_log2);
+    return (unsigned) h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
+}
+
 // In-place normalised FWHT of every consecutive block of n elements of x[0..len) (shared memory), by the whole
 // thread block (all threads must call it). Same operations in the same order per element as kernels/hadamard.cpp
 // fwht (scale by 1/sqrt(n) first, then butterflies h = 1, 2, ...), so results are bit-identical to the CPU.

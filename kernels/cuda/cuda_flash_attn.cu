@@ -1,3 +1,5 @@
+// Legacy flash-attention kernel (KVSIM_CUDA_FA=legacy, and the fallback for mixed K/V pairs; the default is the
+// typed pipelined kernel of cuda_fa_decode.cuh, dispatched from fa_launch below).
 // Flash-attention decode on the GPU (FlashDecoding split-KV): one thread block per (split-KV chunk, kv head, query
 // row group, stream). Within a block, groups of G = head_dim/8 lanes each own one cell at a time: every lane loads
 // 8 elements of the cell's K row (one 16-byte load for f16), dots them with the R query rows of the kv head's GQA
@@ -10,6 +12,7 @@
 #include <cmath>
 
 #include "cuda_common.cuh"
+#include "cuda_fa_decode.h"
 #include "cuda_internal.h"
 
 namespace kvsim::cuda {
@@ -32,14 +35,6 @@ struct fa_params {
     int chunk, n_chunks;
     float scale, softcap, max_bias;
 };
-
-__device__ __forceinline__ float alibi_slope_dev(int h, int n_head, float max_bias) {
-    if (max_bias <= 0.0f) return 1.0f;
-    const unsigned n_head_log2 = 1u << (unsigned) floor(log2((double) n_head));
-    const float m0 = powf(2.0f, -(max_bias) / n_head_log2);
-    const float m1 = powf(2.0f, -(max_bias / 2.0f) / n_head_log2);
-    return (unsigned) h < n_head_log2 ? powf(m0, (float) (h + 1)) : powf(m1, (float) (2 * (h - n_head_log2) + 1));
-}
 
 __device__ __forceinline__ float mask_at(const fa_params & p, int64_t idx) {
     return p.mask_f16 ? h2f(static_cast<const uint16_t *>(p.mask)[idx]) : static_cast<const float *>(p.mask)[idx];
@@ -295,6 +290,11 @@ void fa_check_cuda_shape(const fa_desc & d) {
 }
 
 void fa_launch(const fa_desc & d, const fa_plan & plan, const fa_args & a, const float * q, float * part, cudaStream_t st) {
+    // the typed pipelined kernel unless KVSIM_CUDA_FA=legacy or the pair has no instantiation (cuda_fa_decode.h)
+    if (fa_impl_requested() == fa_impl::decode && fa_decode_supports(a)) {
+        fa_decode_launch(d, plan, a, q, part, st);
+        return;
+    }
     fa_params p{};
     p.q = q;
     p.k = static_cast<const char *>(a.k.data);
