@@ -11,11 +11,11 @@
 #include <cstdlib>
 
 #include <sys/mman.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "cpu/cpu_isa.h"
+#if KVSIM_X86
+#include <immintrin.h>
+#endif
 
 namespace kvsim {
 
@@ -24,7 +24,7 @@ namespace {
 // Sum of a slice with four independent vector accumulators (one add chain would cap a core below its load rate);
 // the result is kept so the compiler cannot drop the loads. Vector bodies per instruction set, chosen at run time
 // (cpu/cpu_isa.h): a probe weaker than the kernels it judges would flatter them.
-#if defined(__x86_64__)
+#if KVSIM_X86
 // GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -66,7 +66,7 @@ float read_sum_avx2(const float * x, size_t n) {
 #endif
 
 float read_sum(const float * x, size_t n) {
-#if defined(__x86_64__)
+#if KVSIM_X86
     if (cpu::cpu_isa_best() == cpu::cpu_isa::avx512) return read_sum_avx512(x, n);
     if (cpu::cpu_isa_best() == cpu::cpu_isa::avx2) return read_sum_avx2(x, n);
 #endif

@@ -8,7 +8,7 @@ namespace kvsim::cpu {
 
 namespace {
 cpu_isa detect() {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if KVSIM_X86 && defined(__GNUC__)
     __builtin_cpu_init();
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -3,6 +3,17 @@
 // its own file, whatever the build's -march, and the backend calls the best one this CPU supports.
 #pragma once
 
+// The vector files (*_avx2.cpp, *_avx512.cpp) are empty outside x86-64; their calls are wrapped in this macro so
+// that other architectures compile and link with the scalar loops only (cpu_isa_supported() is false there).
+// KVSIM_NO_X86_LOOPS builds an x86-64 binary as other architectures get it (scalar only), to test that path.
+#if defined(__x86_64__) && !defined(KVSIM_NO_X86_LOOPS)
+#define KVSIM_X86 1
+#define KVSIM_X86_ONLY(...) __VA_ARGS__
+#else
+#define KVSIM_X86 0
+#define KVSIM_X86_ONLY(...)
+#endif
+
 namespace kvsim::cpu {
 
 // Ordered: a CPU that supports one level supports every level below it.

@@ -20,7 +20,7 @@ kshift_report cpu_backend::k_shift(const kshift_desc & d, const kv_tensor & k, c
     rope_yarn_corr_dims(d.rope.n_rot, d.rope.n_ctx_orig, d.rope.freq_base, d.rope.beta_fast, d.rope.beta_slow, corr);
 
     // AVX2 (and AVX-512 CPUs, which have it): the whole row in 8-lane vectors (kshift_avx2.cpp); else portable
-    const bool vec = isa_ >= cpu::cpu_isa::avx2 && cpu::kshift_vector_ok(k.type, k.head_dim, d.rope, rot ? d.rot.n_k : 0);
+    [[maybe_unused]] const bool vec = isa_ >= cpu::cpu_isa::avx2 && cpu::kshift_vector_ok(k.type, k.head_dim, d.rope, rot ? d.rot.n_k : 0);
     constexpr int64_t block = 256;
     pool_.parallel_for((rep.cells + block - 1) / block, [&](int64_t b, int) {
         std::vector<float> row((size_t) n), cache((size_t) d.rope.n_rot);
@@ -32,7 +32,7 @@ kshift_report cpu_backend::k_shift(const kshift_desc & d, const kv_tensor & k, c
                 cached_pos = shift[c];
             }
             void * r = k.row(0, c);
-#if defined(__x86_64__)
+#if KVSIM_X86
             if (vec) {
                 cpu::avx2::kshift_row(k.type, r, k.n_head_kv, k.head_dim, d.rope, cache.data(), rot ? d.rot.n_k : 0, row.data());
                 continue;

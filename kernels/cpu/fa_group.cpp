@@ -12,6 +12,7 @@ bool fa_group_supported(cpu_isa isa, ggml_type tk, ggml_type tv, int64_t head_di
            head_dim_v % 16 == 0 && head_dim_k > 0 && head_dim_v > 0;
 }
 
+#if KVSIM_X86
 void fa_group_qk(cpu_isa isa, ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride,
                  int64_t nt, int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
     if (isa == cpu_isa::avx512) return avx512::fa_qk(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
@@ -24,6 +25,13 @@ void fa_group_pv(cpu_isa isa, ggml_type tv, float * const * acc, const float * p
     if (isa == cpu_isa::avx512) return avx512::fa_pv(tv, acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf, cells);
     if (isa == cpu_isa::avx2) return avx2::fa_pv(tv, acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf, cells);
 }
+#else
+// Never called off x86-64: fa_group_supported() is false there.
+void fa_group_qk(cpu_isa, ggml_type, const float * const *, int64_t, const char *, size_t, int64_t, int64_t, float *,
+                 int64_t, prefetch_stream &, const int32_t *) {}
+void fa_group_pv(cpu_isa, ggml_type, float * const *, const float *, int64_t, int64_t, const char *, size_t, int64_t,
+                 int64_t, const char *, prefetch_stream &, const int32_t *) {}
+#endif
 
 int64_t fa_group_steps(cpu_isa isa, int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v, bool qk_amx) {
     const int64_t row_blocks = (n_rows + 3) / 4;

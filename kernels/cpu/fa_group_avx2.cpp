@@ -4,8 +4,9 @@
 // times the block's scale), never copied to an f32 tile. Compiled for AVX2 whatever the build's -march, inside a
 // `#pragma GCC target` region after every include (see fa_group_avx512.cpp); called only when
 // cpu_isa_supported(cpu_isa::avx2).
-#if defined(__x86_64__)  // other architectures take the scalar loops (cpu_isa.h)
 #include "cpu/fa_group_isa.h"
+
+#if KVSIM_X86  // other architectures take the scalar loops (cpu_isa.h)
 
 #include <algorithm>
 
@@ -208,4 +209,4 @@ void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64
 
 #pragma GCC pop_options
 
-#endif  // __x86_64__
+#endif  // KVSIM_X86

@@ -2,8 +2,9 @@
 // build's -march (a `#pragma GCC target` region after every include, so no inline function of a header is
 // instantiated with AVX-512 and then picked by the linker for code that runs on other CPUs); fa_group.cpp calls
 // them only when cpu_isa_supported(cpu_isa::avx512).
-#if defined(__x86_64__)  // other architectures take the scalar loops (cpu_isa.h)
 #include "cpu/fa_group_isa.h"
+
+#if KVSIM_X86  // other architectures take the scalar loops (cpu_isa.h)
 
 #include <algorithm>
 
@@ -243,4 +244,4 @@ void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64
 
 #pragma GCC pop_options
 
-#endif  // __x86_64__
+#endif  // KVSIM_X86

@@ -5,7 +5,8 @@
 // Compiled for AVX2 whatever the build's -march (`#pragma GCC target` after every include, see fa_group_avx512.cpp).
 #include "cpu/kshift_isa.h"
 
-#if defined(__x86_64__)  // other architectures take the portable path (cpu_isa.h)
+#if KVSIM_X86  // other architectures take the scalar loops (cpu_isa.h)
+
 #include <cmath>
 
 #include <immintrin.h>
@@ -205,4 +206,4 @@ void kshift_row(ggml_type t, void * row, int64_t n_head, int64_t head_dim, const
 }  // namespace kvsim::cpu::avx2
 
 #pragma GCC pop_options
-#endif  // __x86_64__
+#endif  // KVSIM_X86

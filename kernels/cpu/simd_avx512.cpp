@@ -1,8 +1,9 @@
 // AVX-512 bodies of the CPU vector helpers (simd.h), compiled for AVX-512 whatever the build's -march inside a
 // `#pragma GCC target` region after every include (see fa_group_avx512.cpp); simd.cpp calls them only when
 // cpu_isa_supported(cpu_isa::avx512).
-#if defined(__x86_64__)  // other architectures take the scalar loops (cpu_isa.h)
 #include "cpu/simd_isa.h"
+
+#if KVSIM_X86  // other architectures take the scalar loops (cpu_isa.h)
 
 #include <immintrin.h>
 
@@ -170,4 +171,4 @@ void tile_pv_f32(float * acc, const float * p, const float * v, int64_t v_stride
 
 #pragma GCC pop_options
 
-#endif  // __x86_64__
+#endif  // KVSIM_X86
