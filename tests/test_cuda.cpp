@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -74,6 +75,7 @@ struct fa_case {
     bool mask_all = false;  // token 0 of every stream belongs to a sequence that owns no cell
     bool mask_f32 = false;
     int64_t stream0 = 0;
+    bool no_mask = false;  // mask == nullptr: every cell < n_kv visible (the mask is still built, not passed)
 };
 
 // CUDA output vs ref_flash_attn with the CPU backend's tolerances (kernels/cpu/cpu_backend.h), and vs the CPU
@@ -101,12 +103,12 @@ void run_fa(const fa_case & c, attn_backend & gpu, cpu_backend & cpu, uint32_t s
     std::vector<float> out_ref(n_out), out_cpu(n_out), out(n_out, NAN);
     cuda_buffer dout(n_out * sizeof(float));
 
-    fa_args a{q.data(), k.host, v.host, c.stream0, mask.data(), md.type, out_ref.data()};
+    fa_args a{q.data(), k.host, v.host, c.stream0, c.no_mask ? nullptr : mask.data(), md.type, out_ref.data()};
     ref_flash_attn(d, a);
     a.out = out_cpu.data();
     cpu.set_fa_quantize_q(false);  // like the CUDA kernel: Q stays f32 for every K type
     cpu.flash_attn(d, cpu.plan_flash_attn(d), a);
-    fa_args ga{static_cast<const float *>(dq.data()), k.dev, v.dev, c.stream0, dmask.data(), md.type,
+    fa_args ga{static_cast<const float *>(dq.data()), k.dev, v.dev, c.stream0, c.no_mask ? nullptr : dmask.data(), md.type,
                static_cast<float *>(dout.data())};
     gpu.flash_attn(d, gpu.plan_flash_attn(d), ga);
     dout.download(out.data(), n_out * sizeof(float));
@@ -239,6 +241,75 @@ TEST_CASE("CUDA flash attention rejects shapes it does not instantiate") {
     d.n_kv = 16;
     fa_args a{static_cast<const float *>(q.data()), k.dev, v.dev, 0, nullptr, ggml_type::f16, static_cast<float *>(out.data())};
     CHECK_THROWS_AS(gpu->flash_attn(d, gpu->plan_flash_attn(d), a), std::invalid_argument);
+}
+
+namespace {
+
+// KVSIM_CUDA_FA = value for the scope (cuda_fa_decode.h: "decode" or "legacy"), the previous value restored.
+struct fa_impl_scope {
+    std::string old;
+    bool had = false;
+    explicit fa_impl_scope(const char * value) {
+        if (const char * e = std::getenv("KVSIM_CUDA_FA")) {
+            had = true;
+            old = e;
+        }
+        setenv("KVSIM_CUDA_FA", value, 1);
+    }
+    ~fa_impl_scope() {
+        if (had) setenv("KVSIM_CUDA_FA", old.c_str(), 1);
+        else unsetenv("KVSIM_CUDA_FA");
+    }
+};
+
+}  // namespace
+
+// Both kernels (the typed pipelined decode kernel and KVSIM_CUDA_FA=legacy) on n_head_kv 8, every same-type
+// pair, GQA 1/4/8, with and without a mask (mask == nullptr: every cell visible), a Llama-3-8B-like decode batch
+// and multi-tile chunks with softcap.
+TEST_CASE("CUDA flash attention: n_head_kv 8, mask == nullptr, decode and legacy kernels") {
+    REQUIRE_CUDA_DEVICE();
+    auto gpu = make_cuda_backend();
+    cpu_backend cpu(2);
+    for (const char * impl : {"decode", "legacy"}) {
+        fa_impl_scope scope(impl);
+        INFO("KVSIM_CUDA_FA=" << impl);
+        uint32_t seed = 1800;
+        for (ggml_type t : {ggml_type::f16, ggml_type::q8_0, ggml_type::q4_0, ggml_type::f32}) {
+            for (int64_t gqa : {1, 4, 8}) {
+                for (bool no_mask : {false, true}) {
+                    fa_case c;
+                    c.tk = c.tv = t;
+                    c.n_head_kv = 8;
+                    c.gqa = gqa;
+                    c.n_kv = 777;
+                    c.n_stream = 2;
+                    c.no_mask = no_mask;
+                    run_fa(c, *gpu, cpu, seed++);
+                }
+            }
+        }
+        fa_case b;  // decode batch: 8 streams x 8 kv heads x GQA 4, no mask, several chunks of several tiles
+        b.n_stream = 8;
+        b.n_head_kv = 8;
+        b.gqa = 4;
+        b.n_kv = 4097;
+        b.no_mask = true;
+        run_fa(b, *gpu, cpu, seed++);
+        b.tk = b.tv = ggml_type::q4_0;
+        run_fa(b, *gpu, cpu, seed++);
+        fa_case p;  // prefill rows (R = 8 row groups), no mask, softcap, head dims 64 and 256
+        p.n_head_kv = 8;
+        p.gqa = 2;
+        p.n_tps = 5;
+        p.no_mask = true;
+        p.softcap = 5.0f;
+        p.scale = 1.0f;
+        for (int64_t hd : {64, 256}) {
+            p.head_dim = hd;
+            run_fa(p, *gpu, cpu, seed++);
+        }
+    }
 }
 
 namespace {

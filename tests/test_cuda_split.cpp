@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cuda/fa_split.h"
+#include "test_skip.h"
 
 #if defined(KVSIM_HAVE_CUDA)
 #include "cuda_fa_decode.h"
@@ -209,16 +210,13 @@ TEST_CASE("fa_plan_legacy keeps the legacy kernel's 4 x SMs plan") {
 
 TEST_CASE("CUDA flash-attention kernels compile without register spills (scripts/cuda-regs.sh, nvcc -Xptxas -v)") {
 #if !defined(KVSIM_HAVE_CUDA)
-    MESSAGE("SKIPPED: kvsim was built without the CUDA backend (nvcc not found); no register report");
+    KVSIM_SKIP_CASE("kvsim was built without the CUDA backend (nvcc not found); no register report");
 #else
     const std::string cmd = std::string("bash ") + KVSIM_SOURCE_DIR + "/scripts/cuda-regs.sh --arch sm_90";
     const int rc = std::system(cmd.c_str());
     REQUIRE(rc != -1);
     const int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    if (code == 77) {
-        MESSAGE("SKIPPED: nvcc not found by scripts/cuda-regs.sh; no register report");
-        return;
-    }
+    if (code == 77) KVSIM_SKIP_CASE("nvcc not found by scripts/cuda-regs.sh; no register report");
     CHECK(code == 0);
 #endif
 }

@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(threads, (shape<KT, VT, D, R>::MIN_BLOCKS)) fa
 
     // prologue: tiles 0..stages-2 in flight, the mask of tile stages-1 in registers
     float mv[MPT];
-    unsigned live_bits = 0;  // bit (tile % 32) per stage slot in flight: tile was copied
+    unsigned live_bits = 0;  // bit (tile % stages): the tile in that stage was copied (not masked for every row)
 #pragma unroll
     for (int t = 0; t < stages - 1; ++t) {
         load_mask(t, mv);
