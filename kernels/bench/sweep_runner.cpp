@@ -21,6 +21,7 @@
 #include "kv_content.h"
 #include "quant.h"
 #include "reference.h"
+#include "util/nvtx.h"
 
 namespace kvsim {
 
@@ -550,6 +551,7 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
             break;
         }
         try {
+            KVSIM_NVTX_RANGE("step", (int64_t) i + 1);   // one sweep point (docs/profiling.md)
             o.results.push_back(bench_point_run(be, pool, c, pts[i], o.limits.front().read_gbs, hooks.timer, hooks.stop));
         } catch (const point_interrupted &) {
             o.interrupted = true;   // the unfinished point is dropped; the measured ones are kept
