@@ -25,7 +25,11 @@ rm -rf "$DIR"
 mkdir -p "$DIR/debs" "$DIR/root"
 DIR=$(cd "$DIR" && pwd)
 # apt-get download writes into the current directory; as root it warns that _apt cannot write there (harmless)
-(cd "$DIR/debs" && apt-get download "${PACKAGES[@]}" 2>&1 | grep -v "^W: Download is performed unsandboxed" || true)
+fetch() { (cd "$DIR/debs" && apt-get download "${PACKAGES[@]}" 2>&1 | grep -v "^W: Download is performed unsandboxed"); }
+if ! fetch && [ "$(id -u)" = 0 ]; then
+    # a fresh container may have no package lists yet (make deps updates them only when it installs something)
+    apt-get update -qq && fetch
+fi
 for p in "${PACKAGES[@]}"; do
     ls "$DIR/debs/${p}"_*.deb > /dev/null 2>&1 || { echo "gpu-bundle: $p was not downloaded (apt-get update?)" >&2; exit 1; }
 done
