@@ -8,6 +8,8 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
     static const std::map<std::string, std::string> alias = {
         {"-np", "--parallel"},         {"-ub", "--ubatch-size"},      {"-kvu", "--kv-unified"},
         {"-ctk", "--cache-type-k"},    {"-ctv", "--cache-type-v"},    {"-fa", "--flash-attn"},
+        {"-no-kvu", "--no-kv-unified"}, {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
+        {"-sps", "--slot-prompt-similarity"}, {"-cms", "--checkpoint-min-step"},
     };
     std::vector<std::string> out;
     for (int i = 0; i < argc; ++i) {

@@ -24,12 +24,17 @@ void replay_cli::add_to(CLI::App & cmd) {
         ->check(CLI::IsMember({"auto", "ops", "azure", "mooncake", "burstgpt"}));
     cmd.add_option("--model", model_name, "Model shape preset: " + fmt::format("{}", fmt::join(model_preset_names(), ", ")))
         ->capture_default_str();
-    cmd.add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens (padded to 256 like llama.cpp)")->capture_default_str();
-    cmd.add_option("--parallel", o.ctx.n_seq_max, "n_seq_max: number of sequences / server slots (llama.cpp -np)")
+    o.ctx.n_ctx = 0;
+    cmd.add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens (padded to 256 like llama.cpp; 0 = the model's training context)")
+        ->capture_default_str();
+    cmd.add_option("--parallel", n_parallel,
+                   "Server slots / n_seq_max (llama.cpp -np; -1 = auto: 4 slots with a unified cache for a request trace, "
+                   "as llama-server; 1 for an op trace)")
         ->capture_default_str();
     cmd.add_option("-b,--batch-size", o.ctx.n_batch, "Logical batch size n_batch")->capture_default_str();
     cmd.add_option("--ubatch-size", o.ctx.n_ubatch, "Physical batch size n_ubatch (llama.cpp -ub)")->capture_default_str();
-    cmd.add_flag("--kv-unified", o.ctx.kv_unified, "One KV stream shared by all sequences (llama.cpp -kvu)");
+    cmd.add_flag("--kv-unified,!--no-kv-unified", o.ctx.kv_unified,
+                 "One KV stream shared by all sequences (llama.cpp -kvu / -no-kvu; on by itself when -np is auto)");
     cmd.add_flag("--swa-full", o.ctx.swa_full, "Full-size SWA cache");
     cmd.add_option("--cache-type-k", type_k, "K cache type (llama.cpp -ctk): f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl")
         ->capture_default_str();
@@ -61,10 +66,21 @@ void replay_cli::add_to(CLI::App & cmd) {
             ->capture_default_str());
     request_only.push_back(
         cmd.add_flag("--no-cache-prompt", no_cache_prompt, "Do not reuse a slot's cached prompt prefix (server cache_prompt=false)"));
-    request_only.push_back(
-        cmd.add_flag("--no-share-prefix", no_share_prefix, "Do not copy a cached prefix from another slot with seq_cp"));
     request_only.push_back(cmd.add_option("--slot-prompt-similarity", o.server.slot_prompt_similarity,
-                                          "Prefer the idle slot whose cached prefix covers more than this fraction of the prompt")
+                                          "Prefer the idle slot whose cached prefix covers more than this fraction of the "
+                                          "prompt (llama-server -sps; 0 = LRU only)")
+                               ->capture_default_str());
+    request_only.push_back(cmd.add_option("--cache-ram", o.server.cache_ram_mib,
+                                          "Host-RAM prompt cache in MiB (llama-server -cram; -1 = no limit, 0 = off)")
+                               ->capture_default_str());
+    request_only.push_back(cmd.add_flag("--cache-idle-slots,!--no-cache-idle-slots", o.server.cache_idle_slots,
+                                        "Save idle slots to the RAM cache at each launch, and clear them with a unified cache "
+                                        "(llama-server default; needs --cache-ram)"));
+    request_only.push_back(cmd.add_option("--ctx-checkpoints,--swa-checkpoints", o.server.n_ctx_checkpoints,
+                                          "Context checkpoints per slot for SWA models (llama-server -ctxcp)")
+                               ->capture_default_str());
+    request_only.push_back(cmd.add_option("--checkpoint-min-step", o.server.checkpoint_min_step,
+                                          "Minimum spacing of context checkpoints in tokens (llama-server -cms)")
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--device", device, "Step-time roofline device: h200 h100 a100 cpu")
                                ->check(CLI::IsMember({"h200", "h100", "a100", "cpu"}))
@@ -136,7 +152,14 @@ replay_options replay_cli::finish() {
     o.ctx.flash_attn = flash_attn != "off";
     o.server.arrivals = arrivals == "saturate" ? arrival_mode::saturate : arrival_mode::trace;
     o.server.cache_prompt = !no_cache_prompt;
-    o.server.share_prefix = !no_share_prefix;
+    if (n_parallel == 0 || n_parallel < -1) throw usage_error(fmt::format("--parallel must be -1 (auto) or >= 1, got {}", n_parallel));
+    if (n_parallel > 0) o.ctx.n_seq_max = (uint32_t) n_parallel;
+    o.n_parallel_auto = n_parallel < 0;
+    if (o.server.n_ctx_checkpoints < 0) throw usage_error(fmt::format("--ctx-checkpoints must be >= 0, got {}", o.server.n_ctx_checkpoints));
+    if (o.server.checkpoint_min_step < 0) {
+        throw usage_error(fmt::format("--checkpoint-min-step must be >= 0, got {}", o.server.checkpoint_min_step));
+    }
+    if (o.server.cache_ram_mib < -1) throw usage_error(fmt::format("--cache-ram must be -1 (no limit), 0 (off) or a size in MiB, got {}", o.server.cache_ram_mib));
     o.device = device_preset(device);
     o.kernels.measured_step_time = step_time == "measured";
     if (o.kernels.measured_step_time && o.kernels.backend == "none") throw usage_error("--step-time measured needs a kernel backend");
@@ -245,7 +268,8 @@ void check_memory(const replay_options & o) {
 }  // namespace
 
 int replay_cli::run(std::ostream & term) {
-    const replay_options o = finish();
+    replay_options o = finish();
+    resolve_auto_sizes(o);
     check_memory(o);
     check_kernel_types(o);
     auto hooks = make_hooks(o.kernels);

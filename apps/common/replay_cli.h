@@ -13,7 +13,8 @@ struct replay_cli {
     std::string model_name = "llama-3-8b";
     std::string type_k = "f16", type_v = "f16", flash_attn = "auto", swa_type_name;
     std::optional<uint32_t> n_layer, n_head, n_head_kv, head_dim, n_swa, swa_pattern;
-    bool no_progress = false, force_progress = false, no_cache_prompt = false, no_share_prefix = false;
+    bool no_progress = false, force_progress = false, no_cache_prompt = false;
+    int32_t n_parallel = -1;   // -np; -1 = auto
     std::string arrivals = "trace", device = "h200";
     std::optional<double> bandwidth_gbs, peak_tflops;
     std::string step_time = "roofline";

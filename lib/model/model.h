@@ -28,6 +28,8 @@ struct model_shape {
     float rope_freq_scale = 1.0f;
     float attn_softcap = 0.0f;        // Gemma-2 logit soft-capping; 0 = off
     double n_params = 0;              // weights, for the step-time roofline (parameters, not bytes)
+    uint32_t n_ctx_train = 4096;      // GGUF <arch>.context_length: llama-server caps each slot's context at it
+    bool add_bos = true;              // GGUF tokenizer.ggml.add_bos_token (llama_vocab_get_add_bos)
 
     uint32_t n_embd_k_gqa() const { return head_dim * n_head_kv; }
     // Layer il uses the sliding window (llama_hparams::set_swa_pattern / is_swa).
@@ -36,8 +38,10 @@ struct model_shape {
     bool has_swa() const { return swa != swa_type::none && n_swa > 0; }
 };
 
-// Presets with real shapes: llama-3-8b, mistral-7b-v0.1, gemma-2-9b, gemma-3-12b, qwen2.5-7b,
-// and the two kvoracle test models tiny-llama and tiny-gemma3-swa.
+// Presets with real shapes, named as their GGUF files: llama-3-8b (Meta-Llama-3-8B, 8K training
+// context), llama-3.1-8b (128K), mistral-7b-v0.1, gemma-2-9b, gemma-3-12b, qwen2.5-7b (no BOS), and
+// the test models of ../shared/tools: tiny-llama (server-oracle's tiny-llama-x: 4096 training
+// context, no BOS), tiny-llama-128k (tiny-llama-x-128k) and tiny-gemma3-swa (tiny-gemma3-swa-x).
 // Throws std::invalid_argument listing the known names for an unknown one.
 model_shape model_preset(const std::string & name);
 std::vector<std::string> model_preset_names();

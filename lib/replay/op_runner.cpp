@@ -73,12 +73,12 @@ void op_runner::after_op(const op_group & g, bool is_decode, int rc) {
     if (record_) record_->groups.push_back(g);
 }
 
-int op_runner::decode(const llama_batch_in & batch, long line) {
+int op_runner::decode(const llama_batch_in & batch, long line, const std::string & label) {
     line_ = line;
     forwarder fw(*this);
     const int rc = ctx_.decode(batch, &fw);
     if (dump_ || record_ || (obs_ && obs_->wants_ops())) {
-        after_op(decode_group_of(batch, fmt::format("d{}", n_decode_), line), true, rc);
+        after_op(decode_group_of(batch, label.empty() ? fmt::format("d{}", n_decode_) : label, line), true, rc);
     }
     ++n_decode_;
     return rc;

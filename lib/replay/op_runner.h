@@ -17,8 +17,9 @@ public:
     // dump, record, obs may be null. `record` receives one op_group per call.
     op_runner(context & ctx, cell_dumper * dump, op_trace * record, decode_observer * obs);
 
-    // llama_decode; `line` tags dump events (trace line, or a running op number).
-    int decode(const llama_batch_in & batch, long line);
+    // llama_decode; `line` tags dump events (trace line, or a running op number); `label` names
+    // the call in a recorded trace (default "d<n>").
+    int decode(const llama_batch_in & batch, long line, const std::string & label = {});
     bool seq_rm(llama_seq_id s, llama_pos p0, llama_pos p1, long line);
     void seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1, long line);
     void seq_keep(llama_seq_id s, long line);

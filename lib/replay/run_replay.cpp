@@ -353,10 +353,21 @@ json request_totals_json(const request_trace & t, const server_totals & tt, cons
             {"steps", tt.steps}, {"decode_calls", tt.decode_calls}, {"decode_no_slot", tt.decode_no_slot},
             {"batch_halvings", tt.batch_halvings}, {"idle_slot_purges", tt.idle_slot_purges},
             {"context_exceeded_events", tt.context_exceeded}, {"context_shifts", tt.context_shifts},
-            {"prefix_reuse_hits", tt.prefix_hits}, {"prefix_shared_hits", tt.prefix_shared_hits},
-            {"prefix_tokens_reused", tt.prefix_tokens_reused}, {"prompt_tokens_decoded", tt.prompt_tokens_decoded},
-            {"gen_tokens_decoded", tt.gen_tokens_decoded}, {"sim_seconds", tt.sim_seconds},
-            {"swa_reused_cells", swa_reused}};
+            {"prefix_reuse_hits", tt.prefix_hits}, {"prefix_tokens_reused", tt.prefix_tokens_reused},
+            {"prompt_tokens_decoded", tt.prompt_tokens_decoded}, {"gen_tokens_decoded", tt.gen_tokens_decoded},
+            {"sim_seconds", tt.sim_seconds}, {"swa_reused_cells", swa_reused},
+            {"ram_cache", {{"saves", tt.ram_saves}, {"restores", tt.ram_restores}, {"cells_restored", tt.ram_cells_restored},
+                           {"evictions", tt.ram_evictions}, {"idle_slot_clears", tt.idle_slot_clears},
+                           {"peak_bytes", tt.ram_peak_bytes}, {"peak_states", tt.ram_peak_states}}},
+            {"context_checkpoints", {{"created", tt.checkpoints_created}, {"restored", tt.checkpoints_restored}}}};
+}
+
+std::string ram_cache_line(const replay_options & opt, const json & rc) {
+    if (opt.server.cache_ram_mib == 0) return "off (--cache-ram 0)";
+    return fmt::format("{} saves, {} restores ({} cells), {} idle-slot clears, peak {} states / {:.1f} MiB",
+                       rc["saves"].get<uint64_t>(), rc["restores"].get<uint64_t>(), rc["cells_restored"].get<uint64_t>(),
+                       rc["idle_slot_clears"].get<uint64_t>(), rc["peak_states"].get<uint64_t>(),
+                       (double) rc["peak_bytes"].get<uint64_t>() / (1024.0 * 1024.0));
 }
 
 std::vector<std::pair<std::string, std::string>> request_terminal_rows(const replay_options & opt, const context & ctx,
@@ -376,8 +387,9 @@ std::vector<std::pair<std::string, std::string>> request_terminal_rows(const rep
                                              totals["decode_no_slot"].get<uint64_t>(), totals["batch_halvings"].get<uint64_t>(),
                                              totals["idle_slot_purges"].get<uint64_t>())},
         {"context shifts", std::to_string(totals["context_shifts"].get<uint64_t>())},
-        {"prefix reuse", fmt::format("{} hits ({} via seq_cp), {} tokens", totals["prefix_reuse_hits"].get<uint64_t>(),
-                                     totals["prefix_shared_hits"].get<uint64_t>(), totals["prefix_tokens_reused"].get<uint64_t>())},
+        {"prefix reuse", fmt::format("{} hits, {} tokens", totals["prefix_reuse_hits"].get<uint64_t>(),
+                                     totals["prefix_tokens_reused"].get<uint64_t>())},
+        {"RAM prompt cache", ram_cache_line(opt, totals["ram_cache"])},
         {"peak used cells / n_kv", fmt::format("{} (all streams) / {} (per stream)", occ.peaks().used, occ.peaks().n_kv)},
         {"SWA-reused cells", std::to_string(totals["swa_reused_cells"].get<uint64_t>())},
         {"simulated time", fmt::format("{:.2f} s ({})", totals["sim_seconds"].get<double>(), opt.device.name)},
@@ -427,7 +439,11 @@ void replay_request_trace(const replay_options & opt, std::ostream & term, repla
               {"config", config_json(opt, ctx)},
               {"server", {{"arrivals", opt.server.arrivals == arrival_mode::trace ? "trace" : "saturate"},
                           {"context_shift", opt.server.context_shift}, {"n_keep", opt.server.n_keep},
-                          {"cache_prompt", opt.server.cache_prompt}, {"share_prefix", opt.server.share_prefix}}},
+                          {"cache_prompt", opt.server.cache_prompt}, {"cache_ram_mib", opt.server.cache_ram_mib},
+                          {"cache_idle_slots", opt.server.cache_idle_slots}, {"n_ctx_checkpoints", opt.server.n_ctx_checkpoints},
+                          {"checkpoint_min_step", opt.server.checkpoint_min_step},
+                          {"slot_prompt_similarity", opt.server.slot_prompt_similarity},
+                          {"n_ctx_slot", sim.n_ctx_slot()}}},
               {"step_time_model", tm.describe()},
               {"totals", totals},
               {"latency", lat},
@@ -456,12 +472,29 @@ void replay_request_trace(const replay_options & opt, std::ostream & term, repla
 }
 }  // namespace
 
-void run_replay(const replay_options & opt, std::ostream & term, replay_hooks * hooks) {
-    std::string fmt_name = opt.format;
-    if (fmt_name == "auto") {
-        fmt_name = looks_like_op_trace(read_first_line(opt.trace)) ? "ops" : "auto";
+namespace {
+bool is_op_trace(const replay_options & opt) {
+    if (opt.format != "auto") return opt.format == "ops";
+    return looks_like_op_trace(read_first_line(opt.trace));
+}
+}  // namespace
+
+void resolve_auto_sizes(replay_options & opt) {
+    if (opt.ctx.n_ctx == 0) opt.ctx.n_ctx = opt.model.n_ctx_train;
+    if (!opt.n_parallel_auto) return;
+    opt.n_parallel_auto = false;
+    if (is_op_trace(opt)) {
+        opt.ctx.n_seq_max = 1;
+    } else {
+        opt.ctx.n_seq_max = 4;
+        opt.ctx.kv_unified = true;
     }
-    if (fmt_name == "ops") {
+}
+
+void run_replay(const replay_options & options, std::ostream & term, replay_hooks * hooks) {
+    replay_options opt = options;
+    resolve_auto_sizes(opt);
+    if (is_op_trace(opt)) {
         replay_op_trace(opt, term, hooks);
     } else {
         replay_request_trace(opt, term, hooks);

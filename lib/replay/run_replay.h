@@ -12,6 +12,11 @@ namespace kvsim {
 // written atomically (temp + rename), only after the whole replay succeeded. `hooks` (optional)
 // times the real kernels. Throws input_error (bad trace), usage_error (bad options),
 // std::runtime_error (I/O).
+// Resolves llama-server's automatic sizes in place: n_ctx 0 -> the model's n_ctx_train; with
+// n_parallel_auto, 4 slots and a unified cache for a request trace (server.cpp: n_parallel < 0),
+// 1 sequence for an op trace. Reads the trace's first line to tell them apart.
+void resolve_auto_sizes(replay_options & opt);
+
 void run_replay(const replay_options & opt, std::ostream & term, replay_hooks * hooks = nullptr);
 
 }  // namespace kvsim

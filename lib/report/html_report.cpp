@@ -43,6 +43,23 @@ double tick_step(double span, int n) {
     return 10 * p;
 }
 
+// Tick values from lo to hi at a round step, at most 2n + 1 of them. Degenerate ranges (one point,
+// a span below the doubles' resolution at that magnitude, non-finite values) give the ends only:
+// a step that no longer moves v once added (v + step == v) used to loop until memory ran out.
+std::vector<double> ticks(double lo, double hi, int n) {
+    const double step = tick_step(hi - lo, n);
+    std::vector<double> v;
+    if (!(std::isfinite(step) && step > 0 && std::isfinite(lo) && std::isfinite(hi))) return {lo};
+    const double first = std::ceil(lo / step) * step;
+    for (int i = 0; i <= 2 * n; ++i) {
+        const double x = first + i * step;
+        if (x > hi + step * 1e-9 || (!v.empty() && x <= v.back())) break;
+        v.push_back(x);
+    }
+    if (v.empty()) v.push_back(lo);
+    return v;
+}
+
 struct series {
     std::string name, color;
     std::vector<std::pair<double, double>> pts;
@@ -78,7 +95,7 @@ std::string render_chart(const chart & c) {
         x1 = std::max(x1, m.x);
     }
     if (!std::isfinite(x0)) x0 = 0, x1 = 1;
-    if (x1 <= x0) x1 = x0 + 1;
+    if (!(x1 - x0 > std::abs(x0) * 1e-9)) x1 = x0 + std::max(1.0, std::abs(x0) * 1e-6);
     if (y1 <= 0) y1 = 1;
     y1 *= 1.05;
     auto X = [&](double x) { return l + (x - x0) / (x1 - x0) * w; };
@@ -87,12 +104,11 @@ std::string render_chart(const chart & c) {
                                 c.width, c.height);
     o += fmt::format("<text x=\"{}\" y=\"18\" class=\"title\">{}</text>\n", l, esc(c.title));
     o += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" class=\"plot\"/>\n", l, t, w, h);
-    const double ys = tick_step(y1, 5), xs = tick_step(x1 - x0, 8);
-    for (double v = 0; v <= y1; v += ys) {
+    for (double v : ticks(0, y1, 5)) {
         o += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" class=\"grid\"/><text x=\"{3}\" y=\"{4:.1f}\" class=\"yt\">{5}</text>\n",
                          l, l + w, Y(v), l - 6, Y(v) + 4, num(v));
     }
-    for (double v = std::ceil(x0 / xs) * xs; v <= x1 + xs * 1e-9; v += xs) {
+    for (double v : ticks(x0, x1, 8)) {
         o += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" class=\"grid\"/><text x=\"{0:.1f}\" y=\"{3}\" class=\"xt\">{4}</text>\n",
                          X(v), t, t + h, t + h + 16, num(v));
     }

@@ -6,7 +6,7 @@
 #include "report/bandwidth.h"
 #include "report/cell_map_sampler.h"
 #include "report/occupancy.h"
-#include "sched/server_sim.h"
+#include "sched/request_result.h"
 
 #include <nlohmann/json.hpp>
 #include <ostream>

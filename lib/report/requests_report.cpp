@@ -24,13 +24,13 @@ nlohmann::json stats(std::vector<double> v) {
 }  // namespace
 
 void write_requests_csv(std::ostream & out, const std::vector<request_result> & rs) {
-    out << "request,line,slot,n_prompt,n_gen_target,n_gen,prefix_reused,prefix_shared,context_shifts,arrival_s,"
+    out << "request,line,slot,n_prompt,n_gen_target,n_gen,prefix_reused,ram_restored_cells,context_shifts,arrival_s,"
            "admission_s,first_token_s,finish_s,queue_delay_s,ttft_s,tpot_s,outcome,error\n";
     for (size_t i = 0; i < rs.size(); ++i) {
         const auto & r = rs[i];
         const double t = tpot(r);
         out << fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{},{},{},\"{}\"\n", i, r.line, r.slot, r.n_prompt,
-                           r.n_gen_target, r.n_gen, r.n_prefix_reused, r.prefix_shared ? 1 : 0, r.n_shifts, r.arrival,
+                           r.n_gen_target, r.n_gen, r.n_prefix_reused, r.n_ram_restored, r.n_shifts, r.arrival,
                            opt_time(r.admission), opt_time(r.first_token), opt_time(r.finish),
                            r.admission < 0 ? "" : opt_time(r.admission - r.arrival),
                            r.first_token < 0 ? "" : opt_time(r.first_token - r.arrival), t < 0 ? "" : opt_time(t),

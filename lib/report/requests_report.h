@@ -1,7 +1,7 @@
 // Per-request results (requests.csv) and their latency statistics.
 #pragma once
 
-#include "sched/server_sim.h"
+#include "sched/request_result.h"
 
 #include <nlohmann/json.hpp>
 #include <ostream>

@@ -1,6 +1,7 @@
 #include "sched/server_sim.h"
 
 #include <algorithm>
+#include <climits>
 #include <fmt/format.h>
 #include <stdexcept>
 
@@ -21,22 +22,24 @@ const char * request_outcome_name(request_outcome o) {
 
 // server_slot: slot i owns sequence i.
 struct server_sim::slot_t {
-    enum class state { idle, started, prompt, generating };
+    enum class state { idle, started, processing_prompt, done_prompt, generating };
     int id = 0;
     state st = state::idle;
-    long req = -1;                       // request index while processing
-    int32_t n_tokens = 0;                // tokens of this slot in the cache (prompt.n_tokens())
-    const request * cached = nullptr;    // the request whose prompt heads the cached tokens
-    int32_t valid_prefix = 0;            // leading cached tokens equal to that prompt's
+    long task = -1;               // request index while processing
+    server_prompt prompt;         // cached tokens and checkpoints
     int64_t t_last_used = -1;
+    int32_t n_gen = 0;            // stats.n_gen
+    int32_t i_batch = -1;         // batch index of the token whose logits the slot samples
+    bool truncated = false;
+    int32_t n_restored = 0;       // cells restored from the RAM cache for the task being launched
     bool processing() const { return st != state::idle; }
 };
 
-// One token of the server batch: slot, position, and whether the slot needs its logits.
+// One token of the server batch: slot, position, prompt or generated.
 struct server_sim::batch_tok {
     int slot;
     llama_pos pos;
-    bool last;
+    bool prompt;
 };
 
 namespace {
@@ -74,190 +77,226 @@ private:
     bool iswa_ = false;
 };
 
-// Tokens of block b of r's prompt: 0 past the prompt's end (a trace may list more hash_ids than
-// the prompt has blocks at this block size), never negative; 64-bit so b * block cannot overflow.
-int32_t block_len(const request & r, size_t b, int32_t block) {
-    const int64_t left = (int64_t) r.n_prompt - (int64_t) b * block;
-    return (int32_t) std::clamp<int64_t>(left, 0, block);
+// Bytes of one cache's section of a sequence state blob holding `cells` cells over `n_layer`
+// layers (llama_kv_cache::state_write, state_write_meta, state_write_data; one seq id per cell).
+size_t cache_state_bytes(const kv_cache & c, size_t cells, uint32_t n_layer, size_t row_bytes) {
+    size_t b = 4 + 4 * (size_t) c.get_n_stream();   // n_stream, cell_count per stream
+    if (cells == 0) return b;
+    b += cells * 12;                                 // pos, n_seq_id, seq_id
+    b += 8 + (size_t) n_layer * 24;                  // v_trans, n_layer; type + row size, K and V
+    return b + cells * (size_t) n_layer * row_bytes;
 }
 }  // namespace
 
 server_sim::server_sim(op_runner & run, const server_params & p, const step_time_model & tm)
-    : run_(run), p_(p), tm_(tm), n_ctx_slot_((int32_t) run.ctx().sizes().n_ctx_seq) {
-    slots_.resize(run.ctx().params().n_seq_max);
+    : run_(run), p_(p), tm_(tm) {
+    const context & ctx = run.ctx();
+    n_ctx_slot_ = (int32_t) std::min<uint32_t>(ctx.sizes().n_ctx_seq, ctx.model().n_ctx_train);
+    n_swa_ = ctx.model().has_swa() && !ctx.params().swa_full ? (int32_t) ctx.model().n_swa : 0;
+    slots_.resize(ctx.params().n_seq_max);
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = (int) i;
+    if (p_.cache_ram_mib != 0) ram_ = std::make_unique<prompt_cache>(p_.cache_ram_mib, ctx.sizes().n_ctx, p_.block_tokens);
+    // server_context_impl::init: --cache-idle-slots requires --cache-ram
+    if (!ram_) p_.cache_idle_slots = false;
 }
 
 server_sim::~server_sim() = default;
 
-int32_t server_sim::common_prefix(const slot_t & s, const request & rq) const {
-    if (!s.cached || s.valid_prefix == 0) return 0;
-    const request & a = *s.cached;
-    int32_t lcp = 0;
-    for (size_t b = 0; b < a.hash_ids.size() && b < rq.hash_ids.size() && a.hash_ids[b] == rq.hash_ids[b]; ++b) {
-        const int32_t la = block_len(a, b, p_.block_tokens), lb = block_len(rq, b, p_.block_tokens);
-        if (la == 0 || lb == 0) break;   // ids beyond the prompt's blocks
-        lcp += std::min(la, lb);
-        if (la != lb) break;
-    }
-    return std::min(lcp, s.valid_prefix);
+bool server_sim::any_processing() const {
+    return std::any_of(slots_.begin(), slots_.end(), [](const slot_t & s) { return s.processing(); });
 }
 
-server_sim::slot_t * server_sim::pick_slot(const request & rq) {
-    // get_available_slot: best LCP similarity above the threshold, else least recently used
-    // (ties go to the last slot: upstream compares with <=)
-    slot_t * ret = nullptr;
-    float best = 0;
-    for (auto & s : slots_) {
-        if (s.processing() || s.n_tokens == 0 || rq.n_prompt == 0) continue;
-        const float sim = (float) common_prefix(s, rq) / (float) rq.n_prompt;
-        if (sim > best && sim > p_.slot_prompt_similarity) {
-            best = sim;
-            ret = &s;
-        }
+// Positions of seq s's cells in the first cache (base for iSWA), in cell order: what the state
+// blob's first section lists and a restore places again.
+std::vector<llama_pos> server_sim::seq_cell_positions(llama_seq_id s) const {
+    const kv_cache & c = *run_.ctx().memory().caches().front();
+    const kv_cells & cells = c.cells(c.seq_to_stream(s));
+    std::vector<uint32_t> idx = cells.seq_cells(s, 0, INT32_MAX);
+    const llama_pos pmax = cells.seq_pos_max(s);
+    std::sort(idx.begin(), idx.end());
+    std::vector<llama_pos> pos;
+    pos.reserve(idx.size());
+    for (uint32_t i : idx) {
+        // state_write skips SWA-masked cells (a single SWA cache, e.g. mistral)
+        if (!is_masked_swa(c.params().n_swa, c.params().swa, cells.pos_get(i), pmax)) pos.push_back(cells.pos_get(i));
     }
-    if (ret) return ret;
-    for (auto & s : slots_) {
-        if (!s.processing() && (!ret || s.t_last_used <= ret->t_last_used)) ret = &s;
+    return pos;
+}
+
+// llama_state_seq_get_size_ext(ctx, s, flags): magic + seq id, then each cache's section (the SWA
+// cache only for PARTIAL_ONLY), SWA-masked cells left out.
+size_t server_sim::seq_state_bytes(llama_seq_id s, bool swa_only) const {
+    const context & ctx = run_.ctx();
+    const model_shape & m = ctx.model();
+    const size_t row = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
+    const auto caches = ctx.memory().caches();
+    const bool iswa = caches.size() > 1;
+    size_t b = 8;
+    for (const kv_cache * c : caches) {
+        const bool is_swa_cache = c->params().swa != swa_type::none;
+        if (swa_only && iswa && !is_swa_cache) continue;
+        const kv_cells & cells = c->cells(c->seq_to_stream(s));
+        const llama_pos pmax = cells.seq_pos_max(s);
+        size_t n = 0;
+        if (pmax >= 0) {
+            llama_pos lo = 0;
+            if (is_swa_cache && c->params().swa == swa_type::standard) lo = std::max(0, pmax - (llama_pos) c->params().n_swa + 1);
+            n = cells.seq_cells(s, lo, INT32_MAX).size();
+        }
+        const uint32_t layers = !iswa ? m.n_layer : (is_swa_cache ? m.n_layer_swa() : m.n_layer - m.n_layer_swa());
+        b += cache_state_bytes(*c, n, layers, row);
+    }
+    return b;
+}
+
+void server_sim::enqueue_arrivals(const request_trace & t, size_t & next_arrival) {
+    while (next_arrival < t.requests.size() &&
+           (p_.arrivals == arrival_mode::saturate || t.requests[next_arrival].arrival_s <= clock_.now)) {
+        queue_.push_back(next_arrival++);
+    }
+}
+
+// process_single_task for a completion task: a slot, or the deferred queue; then, with
+// --cache-idle-slots, every idle slot is saved to the RAM cache and, unified, cleared.
+void server_sim::process_task(size_t task) {
+    slot_t * s = get_available_slot(trace_->requests[task]);
+    if (!s) {
+        deferred_.push_back(task);
+        return;
+    }
+    launch(*s, task);
+    if (p_.cache_idle_slots) cache_idle_slots();
+}
+
+server_sim::slot_t * server_sim::get_available_slot(const request & rq) {
+    slot_t * ret = nullptr;
+    bool update_cache = false;
+    if (p_.slot_prompt_similarity != 0.0f) {
+        float f_sim_best = 0;
+        for (auto & s : slots_) {
+            if (s.processing() || s.prompt.tokens.n == 0) continue;
+            const float f_sim = float(s.prompt.tokens.common_prefix(rq, p_.block_tokens)) / (float) rq.n_prompt;
+            if (f_sim > f_sim_best && f_sim > p_.slot_prompt_similarity) {
+                f_sim_best = f_sim;
+                ret = &s;
+            }
+        }
+        // about to lose most of the slot's context: save it in the prompt cache
+        if (ret && (f_sim_best * (float) rq.n_prompt) / (float) ret->prompt.tokens.n < 0.5f) update_cache = true;
+    }
+    if (!ret) {
+        // least recently used; ties go to the last slot (upstream compares with <=)
+        for (auto & s : slots_) {
+            if (!s.processing() && (!ret || s.t_last_used <= ret->t_last_used)) ret = &s;
+        }
+        update_cache = ret != nullptr;
+    }
+    if (ret) ret->n_restored = 0;
+    if (ret && update_cache && ram_) {
+        prompt_save(*ret);
+        prompt_load(*ret, rq);
+        ram_->update();
     }
     return ret;
 }
 
-void server_sim::admit(const request_trace & t, size_t & next_arrival, std::deque<size_t> & queue) {
-    while (next_arrival < t.requests.size() &&
-           (p_.arrivals == arrival_mode::saturate || t.requests[next_arrival].arrival_s <= clock_.now)) {
-        queue.push_back(next_arrival++);
-    }
-    size_t taken = 0;
-    for (; taken < queue.size(); ++taken) {
-        const request & rq = t.requests[queue[taken]];
-        slot_t * s = pick_slot(rq);
-        if (!s) break;
-        request_result & r = results_[queue[taken]];
-        r.admission = clock_.now;
-        if (p_.arrivals == arrival_mode::saturate) r.arrival = clock_.now;
-        r.slot = s->id;
-        s->req = (long) queue[taken];
-        s->st = slot_t::state::started;
-    }
-    queue.erase(queue.begin(), queue.begin() + (long) taken);
+void server_sim::launch(slot_t & s, size_t task) {
+    request_result & r = results_[task];
+    r.admission = clock_.now;
+    if (p_.arrivals == arrival_mode::saturate) r.arrival = clock_.now;
+    r.slot = s.id;
+    r.n_ram_restored = s.n_restored;
+    s.task = (long) task;
+    s.st = slot_t::state::started;
+    s.n_gen = 0;
+    s.truncated = false;
+    s.i_batch = -1;
 }
 
-int32_t server_sim::reuse_prefix(slot_t & s, const request & rq) {
-    int32_t n_past = p_.cache_prompt ? common_prefix(s, rq) : 0;
-    const model_shape & m = run_.ctx().model();
-    const bool swa_partial = m.has_swa() && !run_.ctx().params().swa_full;
-    if (swa_partial && n_past > 0) {
-        // the SWA cache may have dropped what the prefix needs; without context checkpoints
-        // (not modelled) the server re-processes the whole prompt
-        const llama_pos pos_min = run_.ctx().memory().seq_pos_min(s.id);
-        if (pos_min >= std::max<int32_t>(0, n_past - (int32_t) m.n_swa)) n_past = 0;
-    }
-    if (p_.share_prefix && !m.has_swa()) {
-        slot_t * best = nullptr;
-        int32_t best_lcp = n_past;
-        for (auto & o : slots_) {
-            const int32_t l = o.id == s.id ? 0 : common_prefix(o, rq);
-            if (l > best_lcp) {
-                best_lcp = l;
-                best = &o;
-            }
-        }
-        if (best) {
-            if (run_.ctx().params().kv_unified) {
-                run_.seq_rm(s.id, -1, -1, next_line());
-                run_.seq_cp(best->id, s.id, 0, best_lcp, next_line());
-            } else {
-                run_.seq_cp(best->id, s.id, -1, -1, next_line());
-                run_.seq_rm(s.id, best_lcp, -1, next_line());
-            }
-            n_past = best_lcp;
-            results_[s.req].prefix_shared = true;
-            ++totals_.prefix_shared_hits;
+void server_sim::cache_idle_slots() {
+    for (auto & s : slots_) {
+        if (s.processing()) continue;
+        if (prompt_save(s)) ram_->update();
+        if (run_.ctx().params().kv_unified) {
+            // [TAG_IDLE_SLOT_CLEAR]: issued for empty slots too
+            if (s.prompt.tokens.n > 0) ++totals_.idle_slot_clears;
+            prompt_clear(s);
         }
     }
-    return n_past;
 }
 
-void server_sim::start_prompt(slot_t & s, const request_trace & t) {
-    const request & rq = t.requests[s.req];
-    if (rq.n_prompt >= n_ctx_slot_) {
-        finish(s, request_outcome::failed,
-               fmt::format("request ({} tokens) exceeds the available context size ({} tokens), try increasing it",
-                           rq.n_prompt, n_ctx_slot_));
+bool server_sim::prompt_save(slot_t & s) {
+    if (s.prompt.tokens.n == 0) return false;
+    prompt_cache_state * st = ram_->alloc(s.prompt, seq_state_bytes(s.id, false));
+    if (!st) return false;
+    st->cell_pos = seq_cell_positions(s.id);
+    ++totals_.ram_saves;
+    totals_.ram_peak_bytes = std::max<uint64_t>(totals_.ram_peak_bytes, ram_->bytes());
+    totals_.ram_peak_states = std::max<uint64_t>(totals_.ram_peak_states, ram_->n_states());
+    return true;
+}
+
+// server_prompt_cache::load: llama_state_seq_set_data_ext = seq_rm(dest, -1, -1), then the saved
+// cells placed again, written as decode calls of at most n_ubatch cells labelled R<n>.<k> (the
+// server oracle's form). Kernels do not see them: a restore computes no attention.
+void server_sim::prompt_load(slot_t & s, const request & rq) {
+    auto it = ram_->best_for(s.prompt.tokens, rq);
+    if (it == ram_->end()) return;
+    decode_observer * obs = run_.observer();
+    run_.set_observer(nullptr);
+    run_.seq_rm(s.id, -1, -1, next_line());
+    const auto & pos = it->cell_pos;
+    const size_t chunk = run_.ctx().sizes().n_ubatch;
+    bool ok = true;
+    ++totals_.ram_restores;
+    for (size_t o = 0, k = 0; o < pos.size() && ok; o += chunk, ++k) {
+        llama_batch_in & b = decode_buf_;
+        b.pos.clear();
+        b.seq_id.clear();
+        for (size_t i = o; i < std::min(pos.size(), o + chunk); ++i) b.add(pos[i], {(llama_seq_id) s.id});
+        ok = run_.decode(b, next_line(), fmt::format("R{}.{}", totals_.ram_restores, k)) == DECODE_OK;
+    }
+    run_.set_observer(obs);
+    if (!ok) {
+        // the state did not fit: upstream logs "failed to restore state" and clears the slot
+        prompt_clear(s);
+        ram_->erase(it);
         return;
     }
-    int32_t n_past = reuse_prefix(s, rq);
-    if (n_past == rq.n_prompt && n_past > 0) {
-        --n_past;   // at least one token is evaluated to get logits
-    }
-    run_.seq_rm(s.id, n_past, -1, next_line());
-    s.n_tokens = n_past;
-    s.cached = &rq;
-    s.valid_prefix = n_past;
-    s.st = slot_t::state::prompt;
-    results_[s.req].n_prefix_reused = n_past;
-    if (n_past > 0) {
-        ++totals_.prefix_hits;
-        totals_.prefix_tokens_reused += (uint64_t) n_past;
+    totals_.ram_cells_restored += pos.size();
+    s.n_restored = (int32_t) pos.size();
+    s.prompt = std::move(it->prompt);
+    ram_->erase(it);
+}
+
+void server_sim::prompt_clear(slot_t & s) {
+    run_.seq_rm(s.id, -1, -1, next_line());
+    s.prompt.clear();
+}
+
+// server_slot::release: the slot goes idle and server_queue::pop_deferred_task moves the oldest
+// deferred task to the FRONT of the queue (so k slots released in one step admit in reverse).
+void server_sim::release(slot_t & s, request_outcome o, const std::string & err) {
+    request_result & r = results_[s.task];
+    r.outcome = o;
+    r.error = err;
+    r.finish = clock_.now;
+    s.st = slot_t::state::idle;
+    s.task = -1;
+    s.i_batch = -1;
+    s.t_last_used = ++n_released_;
+    ++n_finished_;
+    if (!deferred_.empty()) {
+        queue_.push_front(deferred_.front());
+        deferred_.pop_front();
     }
 }
 
-void server_sim::context_shift(slot_t & s) {
-    const request & rq = trace_->requests[s.req];
-    // llama-server clamps n_keep to n_ctx_slot - 4; done in 64 bits so that --keep INT32_MAX plus
-    // the BOS token clamps instead of wrapping to a negative n_keep (which wiped the sequence)
-    const int64_t n_keep64 = (int64_t) (p_.n_keep < 0 ? rq.n_prompt : p_.n_keep) + (p_.add_bos ? 1 : 0);
-    const int32_t n_keep = (int32_t) std::min<int64_t>(n_ctx_slot_ - 4, n_keep64);
-    const int32_t n_left = s.n_tokens - n_keep;
-    int32_t n_discard = p_.n_discard ? p_.n_discard : n_left / 2;
-    n_discard = std::clamp(n_discard, 0, std::max(0, n_left - 1));
-    run_.seq_rm(s.id, n_keep, n_keep + n_discard, next_line());
-    run_.seq_add(s.id, n_keep + n_discard, s.n_tokens, -n_discard, next_line());
-    s.n_tokens -= n_discard;
-    s.valid_prefix = std::min(s.valid_prefix, n_keep);
-    ++results_[s.req].n_shifts;
-    ++totals_.context_shifts;
-}
-
-void server_sim::build_batch(std::vector<batch_tok> & batch, const request_trace & t) {
-    const uint32_t n_batch = run_.ctx().sizes().n_batch;
-    for (auto & s : slots_) {
-        if (s.st == slot_t::state::generating && s.n_tokens + 1 >= n_ctx_slot_) {
-            if (!p_.context_shift) {
-                finish(s, request_outcome::failed, "context shift is disabled");
-                continue;
-            }
-            context_shift(s);
-        }
-    }
-    for (auto & s : slots_) {
-        if (s.st == slot_t::state::generating) {
-            batch.push_back({s.id, s.n_tokens++, true});
-        }
-    }
-    for (auto & s : slots_) {
-        if (batch.size() >= n_batch) break;
-        if (s.st == slot_t::state::started) start_prompt(s, t);
-        if (s.st != slot_t::state::prompt) continue;
-        const int32_t n_prompt = t.requests[s.req].n_prompt;
-        while (s.n_tokens < n_prompt && batch.size() < n_batch) {
-            batch.push_back({s.id, s.n_tokens, false});
-            ++s.n_tokens;
-        }
-        s.valid_prefix = s.n_tokens;   // the cached tokens are this prompt's, up to here
-        if (s.n_tokens == n_prompt) batch.back().last = true;
-    }
-}
-
-bool server_sim::clear_idle_slot() {
+bool server_sim::try_clear_idle_slots() {
     if (!run_.ctx().params().kv_unified) return false;
     for (auto & s : slots_) {
-        if (!s.processing() && s.n_tokens > 0) {
-            run_.seq_rm(s.id, -1, -1, next_line());
-            s.n_tokens = 0;
-            s.cached = nullptr;
-            s.valid_prefix = 0;
+        if (!s.processing() && s.prompt.tokens.n > 0) {
+            prompt_clear(s);
             ++totals_.idle_slot_purges;
             return true;
         }
@@ -265,38 +304,168 @@ bool server_sim::clear_idle_slot() {
     return false;
 }
 
-void server_sim::finish(slot_t & s, request_outcome o, const std::string & err) {
-    request_result & r = results_[s.req];
-    r.outcome = o;
-    r.error = err;
-    r.finish = clock_.now;
-    s.st = slot_t::state::idle;
-    s.req = -1;
-    s.t_last_used = ++n_released_;
-    ++n_finished_;
+void server_sim::context_shift(slot_t & s) {
+    const request & rq = trace_->requests[s.task];
+    prompt_tokens & tok = s.prompt.tokens;
+    // n_keep clamped to n_ctx_slot - 4; in 64 bits so that --keep INT32_MAX plus BOS clamps
+    const int64_t n_keep64 = (int64_t) (p_.n_keep < 0 ? rq.n_prompt : p_.n_keep) + (run_.ctx().model().add_bos ? 1 : 0);
+    const int32_t n_keep = (int32_t) std::min<int64_t>(n_ctx_slot_ - 4, n_keep64);
+    const int32_t n_left = tok.n - n_keep;
+    int32_t n_discard = p_.n_discard ? p_.n_discard : n_left / 2;
+    n_discard = std::clamp(n_discard, 0, std::max(0, n_left - 1));
+    run_.seq_rm(s.id, n_keep, n_keep + n_discard, next_line());
+    run_.seq_add(s.id, n_keep + n_discard, tok.n, -n_discard, next_line());
+    tok.n -= n_discard;
+    tok.n_head = std::min(tok.n_head, std::max(0, n_keep));
+    tok.shifted = true;
+    s.truncated = true;
+    ++results_[s.task].n_shifts;
+    ++totals_.context_shifts;
 }
 
-void server_sim::post_decode(const std::vector<batch_tok> & batch, size_t off, size_t n) {
-    for (size_t i = off; i < off + n; ++i) {
-        const batch_tok & bt = batch[i];
-        if (!bt.last) continue;
-        slot_t & s = slots_[bt.slot];
-        if (!s.processing()) continue;
-        request_result & r = results_[s.req];
-        if (s.st == slot_t::state::prompt) {
-            s.st = slot_t::state::generating;
-            r.first_token = clock_.now;
+// pre_decode: context shifts, then one token per generating slot, then prompt chunks in slot
+// order while the batch holds fewer than n_batch tokens.
+void server_sim::pre_decode(std::vector<batch_tok> & batch) {
+    for (auto & s : slots_) {
+        if (s.st != slot_t::state::generating || s.prompt.tokens.n + 1 < n_ctx_slot_) continue;
+        if (!p_.context_shift) {
+            release(s, request_outcome::failed, "context shift is disabled");
+            continue;
         }
-        ++r.n_gen;
-        if (r.n_gen >= r.n_gen_target) {
-            finish(s, request_outcome::done);
-        } else if (!p_.context_shift && s.n_tokens + 1 >= n_ctx_slot_) {
-            finish(s, request_outcome::truncated);
-        }
+        context_shift(s);
+    }
+    for (auto & s : slots_) {
+        if (s.st != slot_t::state::generating) continue;
+        s.i_batch = (int32_t) batch.size();
+        batch.push_back({s.id, s.prompt.tokens.n++, false});
+    }
+    const size_t n_batch = run_.ctx().sizes().n_batch;
+    for (auto & s : slots_) {
+        if (batch.size() >= n_batch) break;
+        if (s.st == slot_t::state::started && !start_prompt(s)) continue;
+        if (s.st == slot_t::state::processing_prompt) add_prompt_chunk(s, batch);
     }
 }
 
-bool server_sim::decode_batch(std::vector<batch_tok> & batch) {
+// The SLOT_STATE_STARTED branch of update_slots: refuse a prompt that does not fit the slot, find
+// the cached prefix (n_past), fall back to a checkpoint or to full reprocessing when the SWA cache
+// lost what the prefix needs, keep at least one token to evaluate. false = the slot was released.
+bool server_sim::start_prompt(slot_t & s) {
+    const request & rq = trace_->requests[s.task];
+    request_result & r = results_[s.task];
+    s.st = slot_t::state::processing_prompt;
+    if (rq.n_prompt >= n_ctx_slot_) {
+        release(s, request_outcome::failed,
+                fmt::format("request ({} tokens) exceeds the available context size ({} tokens), try increasing it",
+                            rq.n_prompt, n_ctx_slot_));
+        return false;
+    }
+    int32_t n_past = p_.cache_prompt ? s.prompt.tokens.common_prefix(rq, p_.block_tokens) : 0;
+    n_past = reuse_from_checkpoint(s, n_past);
+    if (n_past == rq.n_prompt && n_past > 0) --n_past;   // [TAG_PROMPT_LOGITS]
+    r.n_prefix_reused = n_past;
+    if (n_past > 0) {
+        ++totals_.prefix_hits;
+        totals_.prefix_tokens_reused += (uint64_t) n_past;
+    }
+    prompt_tokens & tok = s.prompt.tokens;
+    tok.keep_first(n_past);
+    tok.req = &rq;   // the kept tokens are rq's prompt prefix
+    tok.n_head = tok.n;
+    tok.shifted = false;
+    return true;
+}
+
+// pos_min_thold and the context-checkpoint search of update_slots. Returns the new n_past.
+// A restored checkpoint is bookkept (n_past, checkpoint list) but its SWA cells are not placed
+// again in kvsim's SWA cache: upstream's PARTIAL_ONLY restore has no op-trace form.
+int32_t server_sim::reuse_from_checkpoint(slot_t & s, int32_t n_past) {
+    const request & rq = trace_->requests[s.task];
+    auto & cps = s.prompt.checkpoints;
+    llama_pos pos_next = n_past;
+    const bool has_new_tokens = n_past < rq.n_prompt;
+    const llama_pos pos_min_thold = std::max(0, pos_next - n_swa_ - (has_new_tokens ? 0 : 1));
+    if (n_past > 0 && n_past <= s.prompt.tokens.n) {
+        const llama_pos pos_min = run_.ctx().memory().seq_pos_min(s.id);
+        if (pos_min == -1) throw std::logic_error("server_sim: pos_min == -1 with n_past > 0 (upstream aborts)");
+        if (pos_min >= pos_min_thold) {
+            auto it = std::find_if(cps.rbegin(), cps.rend(), [&](const context_checkpoint & c) {
+                if (c.pos_max > pos_next) return false;   // [TAG_CHECKPOINTS_FIX_POS_MIN]
+                return c.pos_min < pos_min_thold || c.pos_min == 0;
+            });
+            if (it != cps.rend()) {
+                pos_next = std::min(pos_next, std::max(it->pos_min + 1, it->pos_max));
+                n_past = (int32_t) std::min<int64_t>(std::min(pos_next, s.prompt.tokens.n), it->n_tokens);
+                ++totals_.checkpoints_restored;
+            } else {
+                pos_next = 0;
+                n_past = 0;
+            }
+        }
+    }
+    cps.remove_if([&](const context_checkpoint & c) { return c.pos_max > pos_next; });
+    return n_past;
+}
+
+// One prompt chunk of a slot: seq_rm of everything past the cached tokens, then prompt tokens up
+// to n_batch; with checkpoints (SWA models) the chunk also ends 4 + n_ubatch and 4 tokens before the
+// prompt's end, and a checkpoint is taken before a chunk near the end.
+void server_sim::add_prompt_chunk(slot_t & s, std::vector<batch_tok> & batch) {
+    const request & rq = trace_->requests[s.task];
+    prompt_tokens & tok = s.prompt.tokens;
+    const int32_t n_batch = (int32_t) run_.ctx().sizes().n_batch;
+    const int32_t n_ubatch = (int32_t) run_.ctx().sizes().n_ubatch;
+    run_.seq_rm(s.id, tok.n, -1, next_line());
+    bool do_checkpoint = p_.n_ctx_checkpoints > 0 && n_swa_ > 0;
+    const size_t n_prev = batch.size();
+    while (tok.n < rq.n_prompt && (int32_t) batch.size() < n_batch) {
+        batch.push_back({s.id, tok.n, true});
+        tok.n_head = ++tok.n;
+        if (do_checkpoint && (rq.n_prompt == tok.n + std::min(n_batch, 4 + n_ubatch) || rq.n_prompt == tok.n + std::min(n_batch, 4))) {
+            break;
+        }
+    }
+    const int32_t n_cur = (int32_t) (batch.size() - n_prev);
+    const int32_t n_start = tok.n - n_cur;
+    const bool near_prompt_end = rq.n_prompt < tok.n + n_ubatch;
+    if (tok.n == rq.n_prompt) {
+        s.st = slot_t::state::done_prompt;
+        s.i_batch = (int32_t) batch.size() - 1;
+        s.n_gen = 0;
+    } else if (!near_prompt_end) {
+        do_checkpoint = false;   // token-id prompts have no user-message spans
+    }
+    const llama_pos pos_min = run_.ctx().memory().seq_pos_min(s.id);
+    const llama_pos pos_max = run_.ctx().memory().seq_pos_max(s.id);
+    if (pos_min < 0) do_checkpoint = false;
+    const auto & cps = s.prompt.checkpoints;
+    do_checkpoint = do_checkpoint && (cps.empty() || near_prompt_end || n_start > cps.back().n_tokens + p_.checkpoint_min_step);
+    if (do_checkpoint) create_checkpoint(s, n_cur, pos_min, pos_max);
+}
+
+void server_sim::create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos pos_min, llama_pos pos_max) {
+    auto & cps = s.prompt.checkpoints;
+    const size_t n_max = (size_t) p_.n_ctx_checkpoints;
+    // evict checkpoints within min-step of an earlier one (not this task's), only when full
+    int64_t last = -1;
+    for (auto it = cps.begin(); cps.size() + 1 >= n_max && it != cps.end();) {
+        if (it->id_task != (int) s.task && last >= 0 && it->n_tokens <= last + p_.checkpoint_min_step) {
+            it = cps.erase(it);
+            continue;
+        }
+        last = it->n_tokens;
+        ++it;
+    }
+    while (cps.size() >= n_max) cps.pop_front();
+    const int64_t n_tokens_new = s.prompt.tokens.n - n_tokens_cur;
+    cps.remove_if([&](const context_checkpoint & c) { return c.n_tokens == n_tokens_new; });
+    cps.push_back({n_tokens_new, (int) s.task, pos_min, pos_max, seq_state_bytes(s.id, true)});
+    ++totals_.checkpoints_created;
+}
+
+// update_slots' decode loop: views of n_batch tokens; on a failed llama_decode, free an idle slot
+// or halve n_batch and retry the same view; at n_batch 1 (or an invalid batch) fail every slot.
+void server_sim::decode_batch(std::vector<batch_tok> & batch) {
     const uint32_t n_batch_full = run_.ctx().sizes().n_batch;
     uint32_t n_batch = n_batch_full;
     for (size_t off = 0; off < batch.size();) {
@@ -310,35 +479,55 @@ bool server_sim::decode_batch(std::vector<batch_tok> & batch) {
         ++totals_.decode_calls;
         if (rc == DECODE_OK) {
             clock_.now += tm_.seconds(work_);
-            for (size_t i = off; i < off + n; ++i) {
-                (batch[i].last && slots_[batch[i].slot].st == slot_t::state::generating ? totals_.gen_tokens_decoded
-                                                                                       : totals_.prompt_tokens_decoded)++;
-            }
+            for (size_t i = off; i < off + n; ++i) (batch[i].prompt ? totals_.prompt_tokens_decoded : totals_.gen_tokens_decoded)++;
             post_decode(batch, off, n);
             off += n;
             n_batch = n_batch_full;
             continue;
         }
         ++totals_.decode_no_slot;
-        if (rc != DECODE_NO_SLOT || n_batch == 1) {
-            const char * err = rc == DECODE_NO_SLOT ? "Context size has been exceeded." : "Invalid input batch.";
+        std::string err;
+        if (n_batch == 1 && rc == DECODE_NO_SLOT) err = "Context size has been exceeded.";
+        if (rc == -1) err = "Invalid input batch.";
+        if (rc < -1) err = "Compute error.";
+        if (!err.empty()) {
             ++totals_.context_exceeded;
             for (auto & s : slots_) {
                 if (!s.processing()) continue;
-                finish(s, request_outcome::failed, err);
-                run_.seq_rm(s.id, -1, -1, next_line());
-                s.n_tokens = 0;
-                s.cached = nullptr;
-                s.valid_prefix = 0;
+                release(s, request_outcome::failed, err);
+                prompt_clear(s);
             }
-            return false;
+            return;   // upstream throws: the rest of the batch is dropped
         }
-        if (!clear_idle_slot()) {
+        if (!try_clear_idle_slots()) {
             n_batch /= 2;
             ++totals_.batch_halvings;
         }
     }
-    return true;
+}
+
+// post_decode + process_token for the slots whose sampled token lies in this view.
+void server_sim::post_decode(const std::vector<batch_tok> & batch, size_t off, size_t n) {
+    (void) batch;
+    for (auto & s : slots_) {
+        if (s.i_batch < (int32_t) off || s.i_batch >= (int32_t) (off + n)) continue;
+        request_result & r = results_[s.task];
+        if (s.st == slot_t::state::done_prompt) {
+            s.st = slot_t::state::generating;
+            r.first_token = clock_.now;
+        } else if (s.st != slot_t::state::generating) {
+            continue;
+        }
+        s.i_batch = -1;
+        r.n_gen = ++s.n_gen;
+        bool stop = false;
+        if (!p_.context_shift && s.prompt.tokens.n + 1 >= n_ctx_slot_) {
+            s.truncated = true;   // out of context capacity
+            stop = true;
+        }
+        if (r.n_gen >= r.n_gen_target) stop = true;
+        if (stop) release(s, s.truncated ? request_outcome::truncated : request_outcome::done);
+    }
 }
 
 void server_sim::run(const request_trace & t, const std::function<void(size_t, size_t)> & progress) {
@@ -353,7 +542,6 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
     work_collector collector(work_, run_.ctx(), run_.observer());
     decode_observer * user_obs = run_.observer();
     run_.set_observer(&collector);
-    std::deque<size_t> queue;
     size_t next_arrival = 0;
     std::vector<batch_tok> batch;
     while (true) {
@@ -361,15 +549,23 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
             totals_.interrupted = true;
             break;
         }
-        admit(t, next_arrival, queue);
+        // server_queue::start_loop: process_new_tasks(), then update_slots()
+        enqueue_arrivals(t, next_arrival);
+        while (!queue_.empty()) {
+            const size_t task = queue_.front();
+            queue_.pop_front();
+            process_task(task);
+        }
+        if (!any_processing()) {
+            if (!deferred_.empty()) throw std::logic_error("server_sim: deferred tasks with every slot idle");
+            if (next_arrival >= t.requests.size()) break;
+            clock_.now = std::max(clock_.now, t.requests[next_arrival].arrival_s);
+            continue;
+        }
         batch.clear();
-        build_batch(batch, t);
+        pre_decode(batch);
         if (batch.empty()) {
-            if (std::any_of(slots_.begin(), slots_.end(), [](const slot_t & s) { return s.processing(); })) {
-                throw std::logic_error("server_sim: a processing slot produced no token");
-            }
-            if (next_arrival >= t.requests.size() && queue.empty()) break;
-            if (queue.empty()) clock_.now = std::max(clock_.now, t.requests[next_arrival].arrival_s);
+            if (any_processing()) throw std::logic_error("server_sim: a processing slot produced no token");
             continue;
         }
         ++clock_.step;
@@ -377,6 +573,7 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
         decode_batch(batch);
         if (progress) progress(n_finished_, t.requests.size());
     }
+    if (ram_) totals_.ram_evictions = ram_->evictions();
     totals_.steps = clock_.step;
     totals_.sim_seconds = clock_.now;
     run_.set_observer(user_obs);

@@ -1,16 +1,24 @@
-// llama-server's slot loop driving the cache with a request trace: n_parallel slots, one
-// sequence per slot, FIFO admission, continuous batching under n_batch, context shift or stop,
-// prompt-prefix reuse, and the decode-failure policy (free idle slots / halve the batch / fail).
-// Source: tools/server/server-context.cpp: update_slots, pre_decode, get_available_slot,
-// process_token, try_clear_idle_slots, decode; server_slot::release, prompt_clear.
+// llama-server's task queue and slot loop driving the cache with a request trace, with the
+// server's defaults: n_parallel slots, one sequence per slot; tasks deferred when no slot is free
+// and moved to the queue front when one is released; slot choice by prompt similarity, else LRU;
+// the host-RAM prompt cache (save, restore, idle-slot clearing); context checkpoints for SWA
+// models; continuous batching under n_batch; context shift or stop; the decode-failure policy
+// (clear an idle slot / halve the batch / fail every slot).
+// Source (llama.cpp at the oracles' commit): tools/server/server-context.cpp:
+// process_single_task, get_available_slot, try_clear_idle_slots, update_slots, pre_decode, decode,
+// post_decode, process_token, create_checkpoint, n_ctx_slot; server_slot::release, prompt_save,
+// prompt_load, prompt_clear; tools/server/server-queue.cpp: defer, pop_deferred_task.
 #pragma once
 
 #include "replay/op_runner.h"
+#include "sched/prompt_cache.h"
+#include "sched/request_result.h"
 #include "sched/step_time.h"
 #include "trace/request_trace.h"
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,49 +26,44 @@ namespace kvsim {
 
 enum class arrival_mode { trace, saturate };
 
+// llama-server's flags, with its defaults (common/common.h: common_params).
 struct server_params {
     arrival_mode arrivals = arrival_mode::trace;
-    bool context_shift = false;   // --context-shift (off by default since llama.cpp PR #15416)
-    int32_t n_keep = 0;           // --keep: tokens kept at a shift; -1 = the whole prompt
-    int32_t n_discard = 0;        // 0 = n_left / 2
-    bool add_bos = true;          // llama-style vocabularies add BOS: n_keep + 1
-    bool cache_prompt = true;     // reuse the slot's own cached prefix (server default)
-    bool share_prefix = true;     // kvsim: also copy a longer prefix from another slot (seq_cp)
-    float slot_prompt_similarity = 0.1f;   // --slot-prompt-similarity
-    int32_t block_tokens = 512;   // tokens per Mooncake hash_id block
-};
-
-enum class request_outcome { done, truncated, failed, pending };
-const char * request_outcome_name(request_outcome o);
-
-// Per-request result; times in simulated seconds from the start of the replay.
-struct request_result {
-    long line = 0;
-    int slot = -1;
-    int32_t n_prompt = 0;
-    int32_t n_gen_target = 0;
-    int32_t n_gen = 0;            // tokens generated
-    int32_t n_prefix_reused = 0;  // prompt tokens found in the cache
-    bool prefix_shared = false;   // reused through seq_cp from another slot
-    int32_t n_shifts = 0;         // context shifts of this request
-    double arrival = 0, admission = -1, first_token = -1, finish = -1;
-    request_outcome outcome = request_outcome::pending;
-    std::string error;
+    bool context_shift = false;          // --context-shift (off by default since llama.cpp PR #15416)
+    int32_t n_keep = 0;                  // --keep: tokens kept at a shift; -1 = the whole prompt
+    int32_t n_discard = 0;               // request n_discard; 0 = n_left / 2
+    bool cache_prompt = true;            // request cache_prompt (default true)
+    float slot_prompt_similarity = 0.1f; // -sps; 0 disables the similarity pass
+    int32_t cache_ram_mib = 8192;        // -cram: host-RAM prompt cache; -1 = no limit, 0 = off
+    bool cache_idle_slots = true;        // --cache-idle-slots (needs the RAM cache)
+    int32_t n_ctx_checkpoints = 32;      // -ctxcp: checkpoints per slot (SWA models)
+    int32_t checkpoint_min_step = 8192;  // -cms: minimum spacing of checkpoints in tokens
+    int32_t block_tokens = 512;          // tokens per Mooncake hash_id block
 };
 
 struct server_totals {
     uint64_t steps = 0;              // update_slots iterations that decoded something
     uint64_t decode_calls = 0;
-    uint64_t decode_no_slot = 0;     // llama_decode returned 1
+    uint64_t decode_no_slot = 0;     // llama_decode returned non-zero
     uint64_t batch_halvings = 0;
-    uint64_t idle_slot_purges = 0;   // try_clear_idle_slots freed a slot
-    uint64_t context_exceeded = 0;   // "Context size has been exceeded." events
+    uint64_t idle_slot_purges = 0;   // try_clear_idle_slots cleared a slot after a failed decode
+    uint64_t context_exceeded = 0;   // "Context size has been exceeded." / invalid batch events
     uint64_t context_shifts = 0;
-    uint64_t prefix_hits = 0;
-    uint64_t prefix_shared_hits = 0;
+    uint64_t prefix_hits = 0;        // requests that kept cached tokens (n_past > 0)
     uint64_t prefix_tokens_reused = 0;
     uint64_t prompt_tokens_decoded = 0;
     uint64_t gen_tokens_decoded = 0;
+    // host-RAM prompt cache (server_prompt_cache)
+    uint64_t ram_saves = 0;          // slot states saved
+    uint64_t ram_restores = 0;       // states restored into a slot
+    uint64_t ram_cells_restored = 0;
+    uint64_t ram_evictions = 0;
+    uint64_t idle_slot_clears = 0;   // idle slots cleared at a launch (unified cache)
+    uint64_t ram_peak_bytes = 0;
+    uint64_t ram_peak_states = 0;
+    // context checkpoints (SWA models)
+    uint64_t checkpoints_created = 0;
+    uint64_t checkpoints_restored = 0;
     double sim_seconds = 0;
     bool interrupted = false;        // Ctrl-C: stopped between steps; unfinished requests stay pending
 };
@@ -73,8 +76,9 @@ struct sched_clock {
 
 class server_sim {
 public:
-    // run: the op door (dumps/records/observes every cache call); n_parallel = ctx n_seq_max.
-    // tm is read at every step (measured costs may refine it during the replay).
+    // run: the op door (dumps/records/observes every cache call); slots = ctx n_seq_max; each
+    // slot's context = min(n_ctx_seq, the model's n_ctx_train) (n_ctx_slot). tm is read at every
+    // step (measured costs may refine it during the replay).
     server_sim(op_runner & run, const server_params & p, const step_time_model & tm);
     ~server_sim();
 
@@ -85,37 +89,50 @@ public:
     const std::vector<request_result> & results() const { return results_; }
     const server_totals & totals() const { return totals_; }
     const sched_clock & clock() const { return clock_; }
-    // Work of the ubatches of the decode call in flight; filled by the observer hook.
-    std::vector<std::vector<ubatch_work>> & current_work() { return work_; }
+    int32_t n_ctx_slot() const { return n_ctx_slot_; }
 
 private:
     struct slot_t;
     struct batch_tok;
 
-    void admit(const request_trace & t, size_t & next_arrival, std::deque<size_t> & queue);
-    slot_t * pick_slot(const request & rq);
-    void start_prompt(slot_t & s, const request_trace & t);
-    int32_t reuse_prefix(slot_t & s, const request & rq);
+    void enqueue_arrivals(const request_trace & t, size_t & next_arrival);
+    void process_task(size_t task);
+    slot_t * get_available_slot(const request & rq);
+    void launch(slot_t & s, size_t task);
+    void cache_idle_slots();
+    bool prompt_save(slot_t & s);
+    void prompt_load(slot_t & s, const request & rq);
+    void prompt_clear(slot_t & s);
+    void release(slot_t & s, request_outcome o, const std::string & err = {});
+    bool try_clear_idle_slots();
     void context_shift(slot_t & s);
-    void build_batch(std::vector<batch_tok> & batch, const request_trace & t);
-    bool decode_batch(std::vector<batch_tok> & batch);
+    void pre_decode(std::vector<batch_tok> & batch);
+    bool start_prompt(slot_t & s);
+    int32_t reuse_from_checkpoint(slot_t & s, int32_t n_past);
+    void add_prompt_chunk(slot_t & s, std::vector<batch_tok> & batch);
+    void create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos pos_min, llama_pos pos_max);
+    void decode_batch(std::vector<batch_tok> & batch);
     void post_decode(const std::vector<batch_tok> & batch, size_t off, size_t n);
-    void finish(slot_t & s, request_outcome o, const std::string & err = {});
-    bool clear_idle_slot();
-    int32_t common_prefix(const slot_t & s, const request & rq) const;
+    std::vector<llama_pos> seq_cell_positions(llama_seq_id s) const;
+    size_t seq_state_bytes(llama_seq_id s, bool swa_only) const;
+    bool any_processing() const;
     long next_line() { return ++op_line_; }
 
     op_runner & run_;
     server_params p_;
     const step_time_model & tm_;
     int32_t n_ctx_slot_;
+    int32_t n_swa_;                  // the server's n_swa: the model's window, 0 with --swa-full
     std::vector<slot_t> slots_;
     std::vector<request_result> results_;
     const request_trace * trace_ = nullptr;
+    std::deque<size_t> queue_;       // server_queue::queue_tasks (request indices)
+    std::deque<size_t> deferred_;    // server_queue::queue_tasks_deferred
+    std::unique_ptr<prompt_cache> ram_;
     server_totals totals_;
     sched_clock clock_;
     std::vector<std::vector<ubatch_work>> work_;
-    llama_batch_in decode_buf_;   // reused by decode_batch: one llama_decode input per step, capacity kept
+    llama_batch_in decode_buf_;      // reused by decode_batch: one llama_decode input per step, capacity kept
     long op_line_ = 0;
     int64_t n_released_ = 0;
     size_t n_finished_ = 0;

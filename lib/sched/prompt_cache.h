@@ -1,0 +1,105 @@
+// llama-server's view of a slot's cached tokens, its context checkpoints and the host-RAM prompt
+// cache, for request traces whose prompts are known only as lengths and Mooncake hash_ids.
+// Source: tools/server/server-task.h: server_prompt, server_prompt_cache_state;
+// tools/server/server-task.cpp: server_prompt_cache::alloc, load, update;
+// common/common.h: common_prompt_checkpoint.
+#pragma once
+
+#include "trace/request_trace.h"
+#include "kv/types.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <vector>
+
+namespace kvsim {
+
+// Tokens of a request's prompt that two requests share: the leading hash_id blocks they have in
+// common (block_tokens each; a partial last block counts up to the shorter one), as the server
+// oracle's token ids make llama-server's get_common_prefix see them. Azure/BurstGPT requests have
+// no hash_ids and share nothing.
+int32_t prompt_common_prefix(const request & a, const request & b, int32_t block_tokens);
+
+// A slot's prompt.tokens (server_tokens), by reference to the request whose prompt heads it:
+// [0, n_head) are that prompt's tokens, the rest generated tokens or, after a context shift,
+// tokens that match no prompt. Generated tokens never equal a prompt token (the oracle bans them).
+struct prompt_tokens {
+    const request * req = nullptr;
+    int32_t n = 0;         // prompt.n_tokens()
+    int32_t n_head = 0;    // leading tokens equal to req's prompt
+    bool shifted = false;  // a context shift moved tokens: only [0, n_head) is known
+
+    void clear() { *this = {}; }
+    // server_tokens::keep_first
+    void keep_first(int32_t k);
+    // server_tokens::get_common_prefix with a request's prompt
+    int32_t common_prefix(const request & rq, int32_t block_tokens) const;
+    // get_common_prefix of two token lists. Equal prompts generate equal tokens (greedy sampling
+    // with the same weights), so two unshifted lists with equal prompts share min(n, other.n).
+    int32_t common_prefix(const prompt_tokens & o, int32_t block_tokens) const;
+};
+
+// common_prompt_checkpoint: the SWA cache of one sequence, saved before a prompt chunk is decoded.
+struct context_checkpoint {
+    int64_t n_tokens = 0;     // prompt tokens before the chunk
+    int id_task = -1;         // request index that created it
+    llama_pos pos_min = -1;   // seq_pos_min / seq_pos_max when it was made
+    llama_pos pos_max = -1;
+    size_t bytes = 0;         // llama_state_seq_get_size_ext(PARTIAL_ONLY)
+};
+
+// server_prompt: tokens plus the slot's checkpoints.
+struct server_prompt {
+    prompt_tokens tokens;
+    std::list<context_checkpoint> checkpoints;
+
+    void clear() {
+        tokens.clear();
+        checkpoints.clear();
+    }
+    size_t checkpoint_bytes() const;
+};
+
+// One saved slot state (server_prompt_cache_state): its prompt, and the positions of the
+// sequence's cells in cell order (what the state blob holds; a restore places them again).
+struct prompt_cache_state {
+    server_prompt prompt;
+    std::vector<llama_pos> cell_pos;
+    size_t state_bytes = 0;   // llama_state_seq_get_size_ext(NONE)
+    size_t bytes() const { return state_bytes + prompt.checkpoint_bytes(); }
+};
+
+// server_prompt_cache: a list of saved states, oldest first, bounded by limit_mib (--cache-ram;
+// -1 = no limit) and by limit_tokens (n_ctx), which grows when the byte limit allows more.
+class prompt_cache {
+public:
+    prompt_cache(int32_t limit_mib, size_t limit_tokens, int32_t block_tokens);
+
+    // server_prompt_cache::alloc's refusals, in its order: nullptr when a cached state already
+    // contains `p` entirely, or `bytes` alone exceeds the limit. Otherwise removes the states that
+    // `p` contains, makes room (oldest first) and appends an empty state for the caller to fill.
+    prompt_cache_state * alloc(const server_prompt & p, size_t state_bytes);
+    // server_prompt_cache::load: the state to restore for a slot holding `cur` that gets `rq`:
+    // the one with both the best kept fraction (>= 0.25) and the best similarity, strictly better
+    // than the slot's own; end() when none.
+    std::list<prompt_cache_state>::iterator best_for(const prompt_tokens & cur, const request & rq);
+    std::list<prompt_cache_state>::iterator end() { return states_.end(); }
+    void erase(std::list<prompt_cache_state>::iterator it) { states_.erase(it); }
+    // server_prompt_cache::update: evict oldest states over the byte limit, then over the token limit.
+    void update();
+
+    size_t bytes() const;
+    size_t n_tokens() const;
+    size_t n_states() const { return states_.size(); }
+    uint64_t evictions() const { return evictions_; }
+
+private:
+    std::list<prompt_cache_state> states_;
+    size_t limit_bytes_ = 0;    // 0 = no limit
+    size_t limit_tokens_ = 0;   // 0 = no limit
+    int32_t block_tokens_;
+    uint64_t evictions_ = 0;
+};
+
+}  // namespace kvsim
