@@ -279,6 +279,26 @@ slot_info kv_cache::find_slot(const ubatch & ub, bool cont) const {
     return res;
 }
 
+bool kv_cache::restore_seq(llama_seq_id dest, const std::vector<llama_pos> & pos) {
+    if (pos.empty()) return true;
+    seq_rm(dest, -1, -1);
+    ubatch ub;   // llama_batch_allocr::ubatch_reserve(cell_count, 1)
+    ub.equal_seqs = true;
+    ub.n_tokens = ub.n_seq_tokens = (uint32_t) pos.size();
+    ub.n_seqs = ub.n_seqs_unq = 1;
+    ub.pos = pos;
+    ub.seq_id.reserve(pos.size());
+    for (size_t i = 0; i < pos.size(); ++i) ub.seq_id.push_back({dest});
+    ub.seq_id_unq = {dest};
+    const slot_info sinfo = find_slot(ub, false);
+    if (sinfo.empty()) {
+        seq_rm(dest, -1, -1);
+        return false;
+    }
+    apply_ubatch(sinfo, ub);
+    return true;
+}
+
 void kv_cache::apply_ubatch(const slot_info & sinfo, const ubatch & ub) {
     KVSIM_NVTX_RANGE("apply_ubatch", ub.n_tokens);
     // highest overwritten position per sequence; only entries of sequences in `overwritten` are set

@@ -66,6 +66,11 @@ public:
     // Write the ubatch into the slot: SWA-reused cells are overwritten and their sequences purged
     // below the overwritten positions; head = last cell + 1 (llama_kv_cache::apply_ubatch).
     void apply_ubatch(const slot_info & sinfo, const ubatch & ub);
+    // llama_kv_cache::state_read_meta for one sequence: seq_rm(dest, -1, -1), then the saved cells'
+    // positions (cell order) as one ubatch placed by find_slot(cont = false) and apply_ubatch. An
+    // empty list touches nothing (state_read skips streams without cells). false = no room: dest's
+    // cells are removed again (state_read's failure path).
+    bool restore_seq(llama_seq_id dest, const std::vector<llama_pos> & pos);
     // Dry run of all ubatches with rollback of the touched cells and heads; empty on failure.
     // The SWA purge of apply_ubatch is not rolled back (upstream behaviour).
     std::vector<slot_info> prepare(const std::vector<ubatch> & ubatches);

@@ -127,6 +127,25 @@ void op_runner::seq_div(llama_seq_id s, llama_pos p0, llama_pos p1, int d, long 
     if (dump_ || record_ || (obs_ && obs_->wants_ops())) after_op(seq_op_group(op_kind::div, s, p0, p1, d, -1, line), false, 0);
 }
 
+bool op_runner::restore(llama_seq_id dest, const std::vector<std::vector<llama_pos>> & pos, bool partial,
+                        const std::string & label, uint32_t n_chunk, long line) {
+    const auto caches = ctx_.memory().caches();
+    bool ok = true;
+    for (size_t i = 0; i < caches.size() && i < pos.size() && ok; ++i) ok = caches[i]->restore_seq(dest, pos[i]);
+    if (!ok) ctx_.memory().seq_rm(dest, -1, -1);
+    if (partial || !(dump_ || record_ || (obs_ && obs_->wants_ops()))) return ok;
+    after_op(seq_op_group(op_kind::rm, dest, -1, -1, 0, -1, line), false, 0);
+    const std::vector<llama_pos> & p = pos.front();
+    llama_batch_in b;
+    for (size_t o = 0, k = 0; o < p.size(); o += n_chunk, ++k) {
+        b.pos.clear();
+        b.seq_id.clear();
+        for (size_t i = o; i < std::min(p.size(), o + n_chunk); ++i) b.add(p[i], {dest});
+        after_op(decode_group_of(b, fmt::format("{}.{}", label, k), line), true, ok ? 0 : 1);
+    }
+    return ok;
+}
+
 void op_runner::clear(long line) {
     ctx_.memory().clear();
     if (dump_ || record_ || (obs_ && obs_->wants_ops())) after_op(seq_op_group(op_kind::clear, -1, -1, -1, 0, -1, line), false, 0);

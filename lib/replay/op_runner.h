@@ -27,6 +27,15 @@ public:
     void seq_div(llama_seq_id s, llama_pos p0, llama_pos p1, int d, long line);
     void clear(long line);
 
+    // llama_state_seq_set_data_ext(dest): cache i of ctx.memory().caches() gets
+    // kv_cache::restore_seq(dest, pos[i]) (an empty list leaves that cache alone: the base cache of a
+    // PARTIAL_ONLY restore). A full restore (`partial` false) is recorded in the server oracle's
+    // form: `rm dest -1 -1`, then decode calls "<label>.<k>" of at most n_chunk of the first cache's
+    // positions; a partial one has no op-trace form and is not recorded. Kernels do not see it.
+    // false = no room (dest then holds no cells).
+    bool restore(llama_seq_id dest, const std::vector<std::vector<llama_pos>> & pos, bool partial, const std::string & label,
+                 uint32_t n_chunk, long line);
+
     context & ctx() { return ctx_; }
     decode_observer * observer() const { return obs_; }
     // Replace the observer (the scheduler chains its own in front of the caller's).

@@ -47,6 +47,7 @@ struct context_checkpoint {
     llama_pos pos_min = -1;   // seq_pos_min / seq_pos_max when it was made
     llama_pos pos_max = -1;
     size_t bytes = 0;         // llama_state_seq_get_size_ext(PARTIAL_ONLY)
+    std::vector<std::vector<llama_pos>> cell_pos;   // per cache: the saved cells (base left empty for iSWA)
 };
 
 // server_prompt: tokens plus the slot's checkpoints.
@@ -61,11 +62,11 @@ struct server_prompt {
     size_t checkpoint_bytes() const;
 };
 
-// One saved slot state (server_prompt_cache_state): its prompt, and the positions of the
+// One saved slot state (server_prompt_cache_state): its prompt, and per cache the positions of the
 // sequence's cells in cell order (what the state blob holds; a restore places them again).
 struct prompt_cache_state {
     server_prompt prompt;
-    std::vector<llama_pos> cell_pos;
+    std::vector<std::vector<llama_pos>> cell_pos;
     size_t state_bytes = 0;   // llama_state_seq_get_size_ext(NONE)
     size_t bytes() const { return state_bytes + prompt.checkpoint_bytes(); }
 };

@@ -106,21 +106,25 @@ bool server_sim::any_processing() const {
     return std::any_of(slots_.begin(), slots_.end(), [](const slot_t & s) { return s.processing(); });
 }
 
-// Positions of seq s's cells in the first cache (base for iSWA), in cell order: what the state
-// blob's first section lists and a restore places again.
-std::vector<llama_pos> server_sim::seq_cell_positions(llama_seq_id s) const {
-    const kv_cache & c = *run_.ctx().memory().caches().front();
-    const kv_cells & cells = c.cells(c.seq_to_stream(s));
-    std::vector<uint32_t> idx = cells.seq_cells(s, 0, INT32_MAX);
-    const llama_pos pmax = cells.seq_pos_max(s);
-    std::sort(idx.begin(), idx.end());
-    std::vector<llama_pos> pos;
-    pos.reserve(idx.size());
-    for (uint32_t i : idx) {
-        // state_write skips SWA-masked cells (a single SWA cache, e.g. mistral)
-        if (!is_masked_swa(c.params().n_swa, c.params().swa, cells.pos_get(i), pmax)) pos.push_back(cells.pos_get(i));
+// Per cache (caches() order), the positions of seq s's cells in cell order, SWA-masked cells left
+// out: what llama_kv_cache::state_write puts in the blob. swa_only (PARTIAL_ONLY of an iSWA
+// memory): the base cache's list stays empty.
+std::vector<std::vector<llama_pos>> server_sim::seq_cell_positions(llama_seq_id s, bool swa_only) const {
+    const auto caches = run_.ctx().memory().caches();
+    std::vector<std::vector<llama_pos>> out(caches.size());
+    for (size_t k = 0; k < caches.size(); ++k) {
+        const kv_cache & c = *caches[k];
+        if (swa_only && caches.size() > 1 && c.params().swa == swa_type::none) continue;
+        const kv_cells & cells = c.cells(c.seq_to_stream(s));
+        std::vector<uint32_t> idx = cells.seq_cells(s, 0, INT32_MAX);
+        const llama_pos pmax = cells.seq_pos_max(s);
+        std::sort(idx.begin(), idx.end());
+        out[k].reserve(idx.size());
+        for (uint32_t i : idx) {
+            if (!is_masked_swa(c.params().n_swa, c.params().swa, cells.pos_get(i), pmax)) out[k].push_back(cells.pos_get(i));
+        }
     }
-    return pos;
+    return out;
 }
 
 // llama_state_seq_get_size_ext(ctx, s, flags): magic + seq id, then each cache's section (the SWA
@@ -229,42 +233,30 @@ bool server_sim::prompt_save(slot_t & s) {
     if (s.prompt.tokens.n == 0) return false;
     prompt_cache_state * st = ram_->alloc(s.prompt, seq_state_bytes(s.id, false));
     if (!st) return false;
-    st->cell_pos = seq_cell_positions(s.id);
+    st->cell_pos = seq_cell_positions(s.id, false);
     ++totals_.ram_saves;
     totals_.ram_peak_bytes = std::max<uint64_t>(totals_.ram_peak_bytes, ram_->bytes());
     totals_.ram_peak_states = std::max<uint64_t>(totals_.ram_peak_states, ram_->n_states());
     return true;
 }
 
-// server_prompt_cache::load: llama_state_seq_set_data_ext = seq_rm(dest, -1, -1), then the saved
-// cells placed again, written as decode calls of at most n_ubatch cells labelled R<n>.<k> (the
-// server oracle's form). Kernels do not see them: a restore computes no attention.
+// server_prompt_cache::load: the best saved state goes into the slot (llama_state_seq_set_data_ext:
+// per cache seq_rm(dest, -1, -1) and the saved cells placed again; recorded as the server
+// oracle writes it). A restore computes no attention: the kernels do not see it.
 void server_sim::prompt_load(slot_t & s, const request & rq) {
     auto it = ram_->best_for(s.prompt.tokens, rq);
     if (it == ram_->end()) return;
-    decode_observer * obs = run_.observer();
-    run_.set_observer(nullptr);
-    run_.seq_rm(s.id, -1, -1, next_line());
-    const auto & pos = it->cell_pos;
-    const size_t chunk = run_.ctx().sizes().n_ubatch;
-    bool ok = true;
     ++totals_.ram_restores;
-    for (size_t o = 0, k = 0; o < pos.size() && ok; o += chunk, ++k) {
-        llama_batch_in & b = decode_buf_;
-        b.pos.clear();
-        b.seq_id.clear();
-        for (size_t i = o; i < std::min(pos.size(), o + chunk); ++i) b.add(pos[i], {(llama_seq_id) s.id});
-        ok = run_.decode(b, next_line(), fmt::format("R{}.{}", totals_.ram_restores, k)) == DECODE_OK;
-    }
-    run_.set_observer(obs);
+    const bool ok = run_.restore(s.id, it->cell_pos, false, fmt::format("R{}", totals_.ram_restores), run_.ctx().sizes().n_ubatch,
+                                 next_line());
     if (!ok) {
         // the state did not fit: upstream logs "failed to restore state" and clears the slot
         prompt_clear(s);
         ram_->erase(it);
         return;
     }
-    totals_.ram_cells_restored += pos.size();
-    s.n_restored = (int32_t) pos.size();
+    totals_.ram_cells_restored += it->cell_pos.front().size();
+    s.n_restored = (int32_t) it->cell_pos.front().size();
     s.prompt = std::move(it->prompt);
     ram_->erase(it);
 }
@@ -376,9 +368,9 @@ bool server_sim::start_prompt(slot_t & s) {
     return true;
 }
 
-// pos_min_thold and the context-checkpoint search of update_slots. Returns the new n_past.
-// A restored checkpoint is bookkept (n_past, checkpoint list) but its SWA cells are not placed
-// again in kvsim's SWA cache: upstream's PARTIAL_ONLY restore has no op-trace form.
+// pos_min_thold and the context-checkpoint search of update_slots. Returns the new n_past. A
+// restored checkpoint puts its saved cells back into the SWA cache (load_tgt with PARTIAL_ONLY);
+// for an iSWA model that restore has no op-trace form and is not recorded.
 int32_t server_sim::reuse_from_checkpoint(slot_t & s, int32_t n_past) {
     const request & rq = trace_->requests[s.task];
     auto & cps = s.prompt.checkpoints;
@@ -394,6 +386,10 @@ int32_t server_sim::reuse_from_checkpoint(slot_t & s, int32_t n_past) {
                 return c.pos_min < pos_min_thold || c.pos_min == 0;
             });
             if (it != cps.rend()) {
+                const bool iswa = run_.ctx().memory().caches().size() > 1;
+                if (!run_.restore(s.id, it->cell_pos, iswa, "C", run_.ctx().sizes().n_ubatch, next_line())) {
+                    throw std::logic_error("server_sim: a context checkpoint did not fit back into the cache (upstream aborts)");
+                }
                 pos_next = std::min(pos_next, std::max(it->pos_min + 1, it->pos_max));
                 n_past = (int32_t) std::min<int64_t>(std::min(pos_next, s.prompt.tokens.n), it->n_tokens);
                 ++totals_.checkpoints_restored;
@@ -459,7 +455,7 @@ void server_sim::create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos p
     while (cps.size() >= n_max) cps.pop_front();
     const int64_t n_tokens_new = s.prompt.tokens.n - n_tokens_cur;
     cps.remove_if([&](const context_checkpoint & c) { return c.n_tokens == n_tokens_new; });
-    cps.push_back({n_tokens_new, (int) s.task, pos_min, pos_max, seq_state_bytes(s.id, true)});
+    cps.push_back({n_tokens_new, (int) s.task, pos_min, pos_max, seq_state_bytes(s.id, true), seq_cell_positions(s.id, true)});
     ++totals_.checkpoints_created;
 }
 
