@@ -29,6 +29,7 @@ struct fa_thread_scratch {
     std::vector<int64_t> vis_n;     // their count per token
     int64_t tile = 32;              // cells per tile of the current chunk
     std::vector<const float *> qp;  // grouped path: query row pointers of one KV head's group (dense tokens)
+    std::vector<const block_q8_0 *> qqp;  // grouped path, q8_0 K: the same rows' q8_0 blocks (integer Q.K)
     std::vector<float *> ap;        // grouped path: their accumulators
     std::vector<const float *> sq;  // grouped path: the rows of tokens that see the tile sparsely
     std::vector<float *> sa;

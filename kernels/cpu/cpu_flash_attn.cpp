@@ -37,6 +37,7 @@ struct fa_query {
     size_t packed_bytes = 0;        // per group
     bool amx = false;               // Q.K of the grouped path on AMX (this thread's tiles configured)
     cpu::cpu_isa isa = cpu::cpu_isa::scalar;  // the vector loops every helper of this call runs (cpu_isa.h)
+    const block_q8_0 * qq = nullptr;  // q8_0 K: Q's rows as q8_0 blocks ([row][head_dim_k / 32], rows as q)
 };
 
 // Row i of KV head hk's group in stream s (token i / gqa, query head hk * gqa + i % gqa) as a row of Q.
@@ -136,8 +137,8 @@ const char * head_tile_f32(const kv_tensor & x, cpu::cpu_isa isa, const char * h
 }
 
 // Rows [0, n) of w.qp/w.ap/w.rows/w.mrows over the whole tile: Q.K (AMX when `amx`: the rows are the group's in
-// amx_pack_q order), online softmax, P.V.
-void dense_rows(const fa_desc & d, const fa_args & a, bool amx, const char * packed, int64_t n,
+// amx_pack_q order; int_qk: integer Q.K on w.qqp, the rows' q8_0 blocks), online softmax, P.V.
+void dense_rows(const fa_desc & d, const fa_args & a, bool amx, const char * packed, bool int_qk, int64_t n,
                 const char * k0, const char * v0, size_t k_row, size_t v_row, int64_t nt, fa_thread_scratch & w,
                 cpu::prefetch_stream & pf) {
     const int64_t T = w.tile;
@@ -149,7 +150,8 @@ void dense_rows(const fa_desc & d, const fa_args & a, bool amx, const char * pac
         const char * kf = head_tile_f32(a.k, w.isa, k0, k_row, nt, w.kt);
         cpu::fa_group_qk(w.isa, ggml_type::f32, w.qp.data(), n, kf, (size_t) d.head_dim_k * sizeof(float), nt, d.head_dim_k, sc, T, pf);
     } else {
-        cpu::fa_group_qk(w.isa, a.k.type, w.qp.data(), n, k0, k_row, nt, d.head_dim_k, sc, T, pf);
+        cpu::fa_group_qk(w.isa, a.k.type, w.qp.data(), n, k0, k_row, nt, d.head_dim_k, sc, T, pf, nullptr,
+                         int_qk ? w.qqp.data() : nullptr);
     }
     for (int64_t i = 0; i < n; ++i) softmax_row(d, w.rows[(size_t) i], sc + i * T, w.mrows[(size_t) i], nt, w.ap[(size_t) i], w);
     if (f32_tile && a.v.type != ggml_type::f32) {
@@ -185,6 +187,7 @@ void group_tile(const fa_desc & d, const fa_args & a, const fa_query & fq, int64
     const int64_t T = w.tile;
     const size_t pstride = (size_t) (d.head_dim_v + 2);
     for (auto * v : {&w.qp, &w.sq}) v->resize((size_t) n_rows);
+    w.qqp.resize((size_t) n_rows);
     w.ap.resize((size_t) n_rows);
     w.sa.resize((size_t) n_rows);
     w.rows.resize((size_t) n_rows);
@@ -202,6 +205,7 @@ void group_tile(const fa_desc & d, const fa_args & a, const fa_query & fq, int64
             w.srows[(size_t) n_sparse++] = r;
         } else {
             w.qp[(size_t) n_dense] = q;
+            w.qqp[(size_t) n_dense] = fq.qq ? fq.qq + group_row(d, s, hk, i) * (d.head_dim_k / QK8_0) : nullptr;
             w.ap[(size_t) n_dense] = acc;
             w.rows[(size_t) n_dense] = r;
             w.mrows[(size_t) n_dense++] = w.mv.data() + t * T;
@@ -230,7 +234,7 @@ void group_tile(const fa_desc & d, const fa_args & a, const fa_query & fq, int64
         // AMX reads the group's rows as amx_pack_q packed them: all of them, or the FMA loops on the subset
         const bool amx = fq.amx && n_dense == n_rows;
         const char * packed = amx ? fq.packed + (size_t) (s * d.n_head_kv + hk) * fq.packed_bytes : nullptr;
-        dense_rows(d, a, amx, packed, n_dense, k0, v0, k_row, v_row, nt, w, pf);
+        dense_rows(d, a, amx, packed, fq.qq != nullptr, n_dense, k0, v0, k_row, v_row, nt, w, pf);
     }
     for (int64_t i = 0; i < n_sparse; i += gqa) {
         const int64_t t = w.srows[(size_t) i] / d.n_head;
@@ -369,6 +373,7 @@ void cpu_backend::flash_attn(const fa_desc & d, const fa_plan & plan, const fa_a
             round_row_q8_0(fa_q_.data() + r * dk, fa_qq_.data() + r * nblk, dk);
         }
         fq.q = fa_q_.data();
+        fq.qq = fa_qq_.data();
         fq.amx = fa_amx_ && isa_ == cpu::cpu_isa::avx512 && dk <= cpu::amx_max_head_dim && cpu::amx_int8_available();
         if (fq.amx) {
             fq.packed_bytes = pack_q_for_amx(d);

@@ -14,9 +14,10 @@ bool fa_group_supported(cpu_isa isa, ggml_type tk, ggml_type tv, int64_t head_di
 
 #if KVSIM_X86
 void fa_group_qk(cpu_isa isa, ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride,
-                 int64_t nt, int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
-    if (isa == cpu_isa::avx512) return avx512::fa_qk(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
-    if (isa == cpu_isa::avx2) return avx2::fa_qk(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
+                 int64_t nt, int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells,
+                 const block_q8_0 * const * qq) {
+    if (isa == cpu_isa::avx512) return avx512::fa_qk(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, qq);
+    if (isa == cpu_isa::avx2) return avx2::fa_qk(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, qq);
 }
 
 void fa_group_pv(cpu_isa isa, ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows,
@@ -28,7 +29,7 @@ void fa_group_pv(cpu_isa isa, ggml_type tv, float * const * acc, const float * p
 #else
 // Never called off x86-64: fa_group_supported() is false there.
 void fa_group_qk(cpu_isa, ggml_type, const float * const *, int64_t, const char *, size_t, int64_t, int64_t, float *,
-                 int64_t, prefetch_stream &, const int32_t *) {}
+                 int64_t, prefetch_stream &, const int32_t *, const block_q8_0 * const *) {}
 void fa_group_pv(cpu_isa, ggml_type, float * const *, const float *, int64_t, int64_t, const char *, size_t, int64_t,
                  int64_t, const char *, prefetch_stream &, const int32_t *) {}
 #endif

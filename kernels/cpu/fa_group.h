@@ -10,6 +10,7 @@
 
 #include "cpu/cpu_isa.h"
 #include "kv/ggml_type.h"
+#include "quant.h"
 
 namespace kvsim::cpu {
 
@@ -58,8 +59,11 @@ bool fa_group_supported(cpu_isa isa, ggml_type tk, ggml_type tv, int64_t head_di
 // scores[r * ld + j] = dot(q[r], K_j) for r < n_rows, j < nt, where K_j is head_dim_k elements at k0 + j*stride.
 // Computed for every j < nt, dead cells included (the caller masks them): only memory inside the tile is read.
 // cells: when set, K_j is the row of cell cells[j] (k0 + cells[j]*stride), a token's visible cells only.
+// qq: for a q8_0 K, the same rows as q8_0 blocks (q is their dequantized copy); the AVX2 loops then take the dot
+// products in integers (vpmaddubsw, one scale per block: ggml_vec_dot_q8_0_q8_0) instead of f32 FMAs. Null: f32.
 void fa_group_qk(cpu_isa isa, ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
-                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells = nullptr);
+                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells = nullptr,
+                 const block_q8_0 * const * qq = nullptr);
 
 // acc[r][e] += sum_j p[r * ld + j] * V_j[e] for r < n_rows, e < head_dim_v, over the cells j < nt with live[j]
 // != 0 (dead cells are never read, so garbage there cannot turn 0 * NaN into NaN). cells: as fa_group_qk (V_j at

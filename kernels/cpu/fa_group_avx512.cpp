@@ -218,7 +218,8 @@ void pv_any(float * const * acc, const float * p, int64_t ld, int64_t n_rows, co
 }  // namespace
 
 void fa_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
-                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
+                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells,
+                 const block_q8_0 * const *) {  // f32 FMAs or AMX (fa_amx.h) for q8_0
     switch (tk) {
         case ggml_type::f32: return qk_any<ggml_type::f32>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
         case ggml_type::f16: return qk_any<ggml_type::f16>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);

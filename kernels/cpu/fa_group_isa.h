@@ -9,7 +9,8 @@ namespace kvsim::cpu {
 
 #define KVSIM_FA_GROUP_DECLS                                                                                          \
     void fa_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,   \
-               int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells);         \
+               int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells,          \
+               const block_q8_0 * const * qq);                                                                      \
     void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,      \
                size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf,               \
                const int32_t * cells);
