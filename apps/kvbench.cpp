@@ -264,7 +264,10 @@ int main(int argc, char ** argv) {
         "pass right after it (same second). %roof = the kernel's compute roof (one thread with K/V in its L2, per-call\n"
         "work excluded, times the threads up to the cores: its speed if memory cost nothing) / that same probe pass;\n"
         "below 100 the point is compute-bound and %adj cannot reach 100, above 100 memory-bound. The probe pass\n"
-        "and the roof add about 30 ms per timed call. Field reference: docs/benchmarks.md, \"kvbench columns\".");
+        "and the roof add about 30 ms per timed call. Every point is checked before it is timed: the first call's\n"
+        "output against the naive reference (and Eigen after the timing) with the backend's tolerance; a point off by\n"
+        "more, or NaN, is 'failed', gets no time, and kvbench exits 1. Field reference: docs/benchmarks.md,\n"
+        "\"kvbench columns\".");
     sweep_cli sc;
     sc.add_to(*sweep);
     CLI::App * merge = app.add_subcommand("merge", "Join the kvbench.json of shard runs into one set of outputs");
