@@ -34,10 +34,10 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The main job: the bundled Azure 2023 conversation trace (19,366 requests) through a Llama-3-8B
-# shaped cache, 8 llama-server slots sharing one 64K-cell stream, real CPU attention kernels timed
+# shaped cache (Llama-3.1-8B: 128K training context), 8 llama-server slots sharing one 64K-cell stream, real CPU attention kernels timed
 # on sampled steps. Outputs (summary.json, occupancy.csv, requests.csv, bandwidth.csv,
 # report.html) land in kvsim-out/.
-REPLAY_FLAGS ?= --model llama-3-8b -c 65536 -np 8 -kvu
+REPLAY_FLAGS ?= --model llama-3.1-8b -c 65536 -np 8 -kvu
 replay: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS) --target kvsim
 	./$(BUILD)/kvsim replay traces/azure/AzureLLMInferenceTrace_conv_2023.csv $(REPLAY_FLAGS) --out kvsim-out

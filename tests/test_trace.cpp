@@ -261,7 +261,6 @@ TEST_CASE("op trace: bad input names file, line and value") {
         {h + ",keep,256,,,,,\n", 2, "256", "out of range"},
         {h + ",add,999,,,,1,\n", 2, "999", "out of range"},
         {h + ",rm,-2,,,,,\n", 2, "-2", "out of range"},
-        {h + "1,decode,-1,4,,,,\n", 2, "-1", "must be >= 0"},
         {h + "1,decode,0;0,4,,,,\n", 2, "0;0", "listed twice"},
         {h + "1,decode,0;x,4,,,,\n", 2, "x", "not an integer"},
         {h + ",keep,-1,,,,,\n", 2, "-1", "only allowed for rm"},

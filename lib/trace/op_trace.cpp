@@ -60,11 +60,9 @@ public:
 
         if (r.op == op_kind::decode) {
             if (seqs.empty()) fail(c_seq, "decode needs at least one seq id");
-            // An id >= n_seq_max (even >= LLAMA_MAX_SEQ) is not a file error: llama_decode rejects
-            // the batch with -1 (llama_batch_allocr::init) and the replay reproduces that.
-            for (auto s : seqs) {
-                if (s < 0) fail(c_seq, "decode seq ids must be >= 0");
-            }
+            // A negative id or one >= n_seq_max (even >= LLAMA_MAX_SEQ) is not a file error:
+            // llama_decode rejects the batch with -1 (llama_batch_allocr::init) and the replay
+            // reproduces that.
             if (!n_tokens) fail(c_n_tokens, "decode needs n_tokens");
             if (*n_tokens < 0) fail(c_n_tokens, "n_tokens is negative");
             if (*n_tokens == 0) fail(c_n_tokens, "n_tokens must be > 0 for decode");
