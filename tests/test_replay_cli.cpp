@@ -538,3 +538,33 @@ TEST_CASE("control characters in an error's value are escaped") {
     CHECK_MESSAGE(r.err.find("'4\\x01'") != std::string::npos, r.err);
     CHECK(r.err.find('\x01') == std::string::npos);
 }
+
+// llama_batch_allocr::init refuses a negative seq id with -1 (the server oracle records such rows);
+// the file itself is well-formed.
+TEST_CASE("an op trace decode row with a negative seq id replays as llama_decode rc -1") {
+    scratch_dir dir("cli_neg_seq");
+    const std::string t = write_file(dir, "n.csv", std::string(k_ops_header) + "1,decode,0,4,0,,,\n2,decode,-1,1,4,,,\n3,decode,0;-2,1,,,,\n"
+                                                                               "4,decode,0,1,,,,\n");
+    const auto r = run_kvsim("replay " + t + " --model tiny-llama -c 256 --dump-cells " + (dir / "d.jsonl") + k_fast);
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    std::vector<int> rcs;
+    for (const auto & l : lines_of(read_text(dir / "d.jsonl"))) {
+        const json j = json::parse(l);
+        if (j.value("ev", "") == "state" && j.contains("rc")) rcs.push_back(j["rc"].get<int>());
+    }
+    CHECK(rcs == std::vector<int>{0, -1, -1, 0});
+}
+
+// Issue 15: every sample at one simulated time (tiny steps) made the chart's x ticks loop until
+// std::bad_alloc (v += step no longer moved v); degenerate charts must render.
+TEST_CASE("regression: four tiny Mooncake requests on two slots render report.html") {
+    scratch_dir dir("cli_tiny_chart");
+    std::string rows;
+    for (int h : {10, 20, 30, 40}) rows += "{\"timestamp\": 0, \"input_length\": 20, \"output_length\": 3, \"hash_ids\": [" + std::to_string(h) + "]}\n";
+    const std::string t = write_file(dir, "m.jsonl", rows);
+    const auto r = run_kvsim("replay " + t + " --model tiny-llama -c 2048 -np 2 --out " + (dir / "o") + k_fast);
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    const std::string html = read_text(dir / "o/report.html");
+    CHECK(html.find("</html>") != std::string::npos);
+    CHECK(html.size() < (size_t(8) << 20));
+}
