@@ -567,4 +567,7 @@ TEST_CASE("regression: four tiny Mooncake requests on two slots render report.ht
     const std::string html = read_text(dir / "o/report.html");
     CHECK(html.find("</html>") != std::string::npos);
     CHECK(html.size() < (size_t(8) << 20));
+    // the RAM prompt cache's totals, flattened into the summary table
+    CHECK(html.find("ram_cache.saves") != std::string::npos);
+    CHECK(html.find("context_checkpoints.created") != std::string::npos);
 }

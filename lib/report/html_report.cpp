@@ -145,11 +145,20 @@ const json * find_cache(const json & summary, const std::string & name) {
     return nullptr;
 }
 
+// Rows of obj, nested objects flattened to "outer.inner" keys (totals.ram_cache.saves, ...).
+void kv_rows(const json & obj, const std::string & prefix, std::string & o) {
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+        if (it.value().is_object()) {
+            kv_rows(it.value(), prefix + it.key() + ".", o);
+            continue;
+        }
+        o += fmt::format("<tr><th>{}</th><td>{}</td></tr>", esc(prefix + it.key()), esc(json_text(it.value())));
+    }
+}
+
 std::string kv_table(const json & obj) {
     std::string o = "<table>";
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-        o += fmt::format("<tr><th>{}</th><td>{}</td></tr>", esc(it.key()), esc(json_text(it.value())));
-    }
+    kv_rows(obj, "", o);
     return o + "</table>\n";
 }
 
