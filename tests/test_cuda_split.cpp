@@ -1,5 +1,6 @@
 // Host-side checks of the CUDA decode flash-attention kernel that need no GPU: the split-KV planner
-// (kernels/cuda/fa_split.h, plain C++), the KVSIM_CUDA_FA choice, which tensors the decode kernel takes and the
+// (kernels/cuda/fa_split.h, plain C++), the kernel's reduce-scatter of dot products (fa_reduce_scatter.h, the
+// same template code run by 32 threads in lock-step), the KVSIM_CUDA_FA choice, which tensors the decode kernel takes and the
 // legacy plan (cuda_fa_decode.h, CUDA build only), and the register/spill report of every flash-attention
 // kernel (scripts/cuda-regs.sh, nvcc -Xptxas -v; skipped without nvcc).
 #include <doctest/doctest.h>
@@ -7,11 +8,16 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <array>
+#include <barrier>
 #include <cstdlib>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "cuda/fa_reduce_scatter.h"
 #include "cuda/fa_split.h"
 #include "test_skip.h"
 
@@ -120,6 +126,67 @@ TEST_CASE("plan_fa_split: random shapes give covering whole-tile chunks of at le
         int64_t waves = 0;
         CHECK(s.efficiency == doctest::Approx(fa_wave_efficiency(in.base_blocks * s.n_chunks, per_wave, &waves)));
         CHECK(s.waves == waves);
+    }
+}
+
+namespace {
+
+// One warp of 32 lanes in lock-step on host threads: lane L's part is L % G (groups of G lanes, as the kernel);
+// shfl(x, o) publishes x, waits for every lane, reads lane L ^ o's value, waits again (__shfl_xor_sync).
+// Values are small integers, so every order of the sums is exact and the result must equal the plain sum.
+template <int G, int R>
+void check_reduce_scatter(std::mt19937 & rng) {
+    std::array<std::array<float, R>, 32> in{};
+    for (auto & lane : in) {
+        for (float & x : lane) x = (float) (int) (rng() % 201) - 100.0f;
+    }
+    std::array<float, 32> slot{}, out{};
+    std::barrier sync(32);
+    std::vector<std::thread> lanes;
+    for (int L = 0; L < 32; ++L) {
+        lanes.emplace_back([&, L] {
+            float v[R];
+            for (int i = 0; i < R; ++i) v[i] = in[(size_t) L][(size_t) i];
+            auto shfl = [&](float x, int o) {
+                slot[(size_t) L] = x;
+                sync.arrive_and_wait();
+                const float y = slot[(size_t) (L ^ o)];
+                sync.arrive_and_wait();
+                return y;
+            };
+            fa_reduce_scatter<R, G / 2, R>(v, L % G, shfl);
+            out[(size_t) L] = v[0];
+        });
+    }
+    for (auto & t : lanes) t.join();
+    int shift = 0;
+    while ((R << shift) < G) ++shift;  // log2 G - log2 R
+    for (int L = 0; L < 32; ++L) {
+        const int g0 = L / G * G, row = (L % G) >> shift;
+        float want = 0.0f;
+        for (int j = g0; j < g0 + G; ++j) want += in[(size_t) j][(size_t) row];
+        INFO("G " << G << " R " << R << " lane " << L << " row " << row);
+        CHECK(out[(size_t) L] == want);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("fa_reduce_scatter: lane p of each group ends with the group's sum of row p >> (log2 G - log2 R)") {
+    std::mt19937 rng(18);
+    for (int it = 0; it < 3; ++it) {
+        check_reduce_scatter<8, 1>(rng);
+        check_reduce_scatter<8, 2>(rng);
+        check_reduce_scatter<8, 4>(rng);
+        check_reduce_scatter<8, 8>(rng);
+        check_reduce_scatter<16, 1>(rng);
+        check_reduce_scatter<16, 2>(rng);
+        check_reduce_scatter<16, 4>(rng);
+        check_reduce_scatter<16, 8>(rng);
+        check_reduce_scatter<32, 1>(rng);
+        check_reduce_scatter<32, 2>(rng);
+        check_reduce_scatter<32, 4>(rng);
+        check_reduce_scatter<32, 8>(rng);
     }
 }
 

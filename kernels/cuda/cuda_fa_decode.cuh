@@ -22,6 +22,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_fa_decode.h"
+#include "fa_reduce_scatter.h"
 
 namespace kvsim::cuda::fa_decode {
 
@@ -121,28 +122,6 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-// ---- reduce-scatter of R per-lane partial sums over the G lanes of a cell's group ----
-// Step with xor distance O halves the rows a lane keeps (lanes with bit O set keep the upper half), so after
-// log2(R) steps a lane holds one row's partial, and the remaining log2(G/R) butterflies finish the sum. The
-// lane of part p ends with the full sum of row p >> (log2 G - log2 R) in v[0]. All 32 lanes must call it.
-template <int N, int O, int R>
-__device__ __forceinline__ void reduce_scatter(float (&v)[R], int part) {
-    if constexpr (N > 1) {
-        constexpr int H = N / 2;
-        const bool up = (part & O) != 0;
-#pragma unroll
-        for (int k = 0; k < H; ++k) {
-            const float send = up ? v[k] : v[k + H];
-            const float keep = up ? v[k + H] : v[k];
-            v[k] = keep + __shfl_xor_sync(0xffffffffu, send, O);
-        }
-        reduce_scatter<H, O / 2, R>(v, part);
-    } else if constexpr (O >= 1) {
-        v[0] += __shfl_xor_sync(0xffffffffu, v[0], O);
-        reduce_scatter<1, O / 2, R>(v, part);
-    }
-}
-
 constexpr int ilog2(int x) { return x <= 1 ? 0 : 1 + ilog2(x / 2); }
 
 template <class KT, class VT, int D, int R>
@@ -232,6 +211,7 @@ __global__ void __launch_bounds__(threads, (shape<KT, VT, D, R>::MIN_BLOCKS)) fa
     }
     // this lane's row: ALiBi slope in log2 units, running max (log2 units) and sum
     float slope2, m = -INFINITY, l = 0.0f;
+    const auto warp_xor = [](float x, int o) { return __shfl_xor_sync(0xffffffffu, x, o); };
     {
         const int r = rg * R + ri;
         const int h = hk * p.gqa + (r < p.n_rows ? r % p.gqa : 0);
@@ -345,7 +325,8 @@ __global__ void __launch_bounds__(threads, (shape<KT, VT, D, R>::MIN_BLOCKS)) fa
 #pragma unroll
                     for (int e = 0; e < 8; ++e) dot[i] = fmaf(q[i][e], kx[e], dot[i]);
                 }
-                reduce_scatter<R, G / 2, R>(dot, part);
+                // the cell's G lanes reduce-scatter the R dot products: this lane ends with row ri's
+                fa_reduce_scatter<R, G / 2, R>(dot, part, warp_xor);
                 float mr = mk[0];
 #pragma unroll
                 for (int i = 1; i < R; ++i) mr = ri == i ? mk[i] : mr;
