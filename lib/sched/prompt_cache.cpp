@@ -29,6 +29,21 @@ int32_t prompt_common_prefix(const request & a, const request & b, int32_t block
     return lcp;
 }
 
+std::vector<llama_pos> in_cell_order(saved_cells c) {
+    // sorted only when a restore needs it: saving is frequent, restoring rare
+    if (!std::is_sorted(c.begin(), c.end())) std::sort(c.begin(), c.end());
+    std::vector<llama_pos> pos;
+    pos.reserve(c.size());
+    for (const auto & [cell, p] : c) pos.push_back(p);
+    return pos;
+}
+
+std::vector<std::vector<llama_pos>> in_cell_order(const std::vector<saved_cells> & per_cache) {
+    std::vector<std::vector<llama_pos>> v;
+    for (const auto & c : per_cache) v.push_back(in_cell_order(c));
+    return v;
+}
+
 void prompt_tokens::keep_first(int32_t k) {
     n = std::min(n, std::max(0, k));
     n_head = std::min(n_head, n);
@@ -69,10 +84,13 @@ size_t prompt_cache::n_tokens() const {
     return n;
 }
 
+bool prompt_cache::contains(const server_prompt & p) const {
+    return std::any_of(states_.begin(), states_.end(),
+                       [&](const prompt_cache_state & s) { return s.prompt.tokens.common_prefix(p.tokens, block_tokens_) == p.tokens.n; });
+}
+
 prompt_cache_state * prompt_cache::alloc(const server_prompt & p, size_t state_bytes) {
-    for (const auto & s : states_) {
-        if (s.prompt.tokens.common_prefix(p.tokens, block_tokens_) == p.tokens.n) return nullptr;
-    }
+    if (contains(p)) return nullptr;
     const size_t new_bytes = state_bytes + p.checkpoint_bytes();
     if (limit_bytes_ > 0 && new_bytes > limit_bytes_) return nullptr;
     for (auto it = states_.begin(); it != states_.end();) {

@@ -41,13 +41,21 @@ struct prompt_tokens {
 };
 
 // common_prompt_checkpoint: the SWA cache of one sequence, saved before a prompt chunk is decoded.
+// The cells of one sequence in one cache as a state blob saves them: (cell index, pos) pairs,
+// kept in position order; the blob lists them in cell order (in_cell_order), which a restore needs.
+using saved_cells = std::vector<std::pair<uint32_t, llama_pos>>;
+// Positions of `c` in cell order.
+std::vector<llama_pos> in_cell_order(saved_cells c);
+// in_cell_order of every cache's list.
+std::vector<std::vector<llama_pos>> in_cell_order(const std::vector<saved_cells> & per_cache);
+
 struct context_checkpoint {
     int64_t n_tokens = 0;     // prompt tokens before the chunk
     int id_task = -1;         // request index that created it
     llama_pos pos_min = -1;   // seq_pos_min / seq_pos_max when it was made
     llama_pos pos_max = -1;
     size_t bytes = 0;         // llama_state_seq_get_size_ext(PARTIAL_ONLY)
-    std::vector<std::vector<llama_pos>> cell_pos;   // per cache: the saved cells (base left empty for iSWA)
+    std::vector<saved_cells> cells;   // per cache: the saved cells (base left empty for iSWA)
 };
 
 // server_prompt: tokens plus the slot's checkpoints.
@@ -66,7 +74,7 @@ struct server_prompt {
 // sequence's cells in cell order (what the state blob holds; a restore places them again).
 struct prompt_cache_state {
     server_prompt prompt;
-    std::vector<std::vector<llama_pos>> cell_pos;
+    std::vector<saved_cells> cells;   // per cache
     size_t state_bytes = 0;   // llama_state_seq_get_size_ext(NONE)
     size_t bytes() const { return state_bytes + prompt.checkpoint_bytes(); }
 };
@@ -81,6 +89,8 @@ public:
     // contains `p` entirely, or `bytes` alone exceeds the limit. Otherwise removes the states that
     // `p` contains, makes room (oldest first) and appends an empty state for the caller to fill.
     prompt_cache_state * alloc(const server_prompt & p, size_t state_bytes);
+    // alloc's first refusal alone: a cached state already holds all of p's tokens.
+    bool contains(const server_prompt & p) const;
     // server_prompt_cache::load: the state to restore for a slot holding `cur` that gets `rq`:
     // the one with both the best kept fraction (>= 0.25) and the best similarity, strictly better
     // than the slot's own; end() when none.

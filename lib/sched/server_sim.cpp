@@ -106,49 +106,40 @@ bool server_sim::any_processing() const {
     return std::any_of(slots_.begin(), slots_.end(), [](const slot_t & s) { return s.processing(); });
 }
 
-// Per cache (caches() order), the positions of seq s's cells in cell order, SWA-masked cells left
-// out: what llama_kv_cache::state_write puts in the blob. swa_only (PARTIAL_ONLY of an iSWA
+// Per cache (caches() order), seq s's cells as (cell, pos) in position order, SWA-masked cells
+// left out: what llama_kv_cache::state_write puts in the blob. swa_only (PARTIAL_ONLY of an iSWA
 // memory): the base cache's list stays empty.
-std::vector<std::vector<llama_pos>> server_sim::seq_cell_positions(llama_seq_id s, bool swa_only) const {
+std::vector<saved_cells> server_sim::seq_saved_cells(llama_seq_id s, bool swa_only) const {
     const auto caches = run_.ctx().memory().caches();
-    std::vector<std::vector<llama_pos>> out(caches.size());
+    std::vector<saved_cells> out(caches.size());
     for (size_t k = 0; k < caches.size(); ++k) {
         const kv_cache & c = *caches[k];
         if (swa_only && caches.size() > 1 && c.params().swa == swa_type::none) continue;
         const kv_cells & cells = c.cells(c.seq_to_stream(s));
-        std::vector<uint32_t> idx = cells.seq_cells(s, 0, INT32_MAX);
         const llama_pos pmax = cells.seq_pos_max(s);
-        std::sort(idx.begin(), idx.end());
+        const std::vector<uint32_t> idx = cells.seq_cells(s, 0, INT32_MAX);
         out[k].reserve(idx.size());
         for (uint32_t i : idx) {
-            if (!is_masked_swa(c.params().n_swa, c.params().swa, cells.pos_get(i), pmax)) out[k].push_back(cells.pos_get(i));
+            if (!is_masked_swa(c.params().n_swa, c.params().swa, cells.pos_get(i), pmax)) out[k].emplace_back(i, cells.pos_get(i));
         }
     }
     return out;
 }
 
-// llama_state_seq_get_size_ext(ctx, s, flags): magic + seq id, then each cache's section (the SWA
-// cache only for PARTIAL_ONLY), SWA-masked cells left out.
-size_t server_sim::seq_state_bytes(llama_seq_id s, bool swa_only) const {
+// llama_state_seq_get_size_ext(ctx, s, flags) of a state holding `cells` (seq_saved_cells):
+// magic + seq id, then each cache's section (the SWA cache only for PARTIAL_ONLY of an iSWA memory).
+size_t server_sim::seq_state_bytes(const std::vector<saved_cells> & pos, bool swa_only) const {
     const context & ctx = run_.ctx();
     const model_shape & m = ctx.model();
     const size_t row = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
     const auto caches = ctx.memory().caches();
     const bool iswa = caches.size() > 1;
     size_t b = 8;
-    for (const kv_cache * c : caches) {
-        const bool is_swa_cache = c->params().swa != swa_type::none;
+    for (size_t k = 0; k < caches.size(); ++k) {
+        const bool is_swa_cache = caches[k]->params().swa != swa_type::none;
         if (swa_only && iswa && !is_swa_cache) continue;
-        const kv_cells & cells = c->cells(c->seq_to_stream(s));
-        const llama_pos pmax = cells.seq_pos_max(s);
-        size_t n = 0;
-        if (pmax >= 0) {
-            llama_pos lo = 0;
-            if (is_swa_cache && c->params().swa == swa_type::standard) lo = std::max(0, pmax - (llama_pos) c->params().n_swa + 1);
-            n = cells.seq_cells(s, lo, INT32_MAX).size();
-        }
         const uint32_t layers = !iswa ? m.n_layer : (is_swa_cache ? m.n_layer_swa() : m.n_layer - m.n_layer_swa());
-        b += cache_state_bytes(*c, n, layers, row);
+        b += cache_state_bytes(*caches[k], pos[k].size(), layers, row);
     }
     return b;
 }
@@ -230,10 +221,11 @@ void server_sim::cache_idle_slots() {
 }
 
 bool server_sim::prompt_save(slot_t & s) {
-    if (s.prompt.tokens.n == 0) return false;
-    prompt_cache_state * st = ram_->alloc(s.prompt, seq_state_bytes(s.id, false));
+    if (s.prompt.tokens.n == 0 || ram_->contains(s.prompt)) return false;
+    auto cells = seq_saved_cells(s.id, false);
+    prompt_cache_state * st = ram_->alloc(s.prompt, seq_state_bytes(cells, false));
     if (!st) return false;
-    st->cell_pos = seq_cell_positions(s.id, false);
+    st->cells = std::move(cells);
     ++totals_.ram_saves;
     totals_.ram_peak_bytes = std::max<uint64_t>(totals_.ram_peak_bytes, ram_->bytes());
     totals_.ram_peak_states = std::max<uint64_t>(totals_.ram_peak_states, ram_->n_states());
@@ -247,7 +239,8 @@ void server_sim::prompt_load(slot_t & s, const request & rq) {
     auto it = ram_->best_for(s.prompt.tokens, rq);
     if (it == ram_->end()) return;
     ++totals_.ram_restores;
-    const bool ok = run_.restore(s.id, it->cell_pos, false, fmt::format("R{}", totals_.ram_restores), run_.ctx().sizes().n_ubatch,
+    const auto pos = in_cell_order(it->cells);
+    const bool ok = run_.restore(s.id, pos, false, fmt::format("R{}", totals_.ram_restores), run_.ctx().sizes().n_ubatch,
                                  next_line());
     if (!ok) {
         // the state did not fit: upstream logs "failed to restore state" and clears the slot
@@ -255,8 +248,8 @@ void server_sim::prompt_load(slot_t & s, const request & rq) {
         ram_->erase(it);
         return;
     }
-    totals_.ram_cells_restored += it->cell_pos.front().size();
-    s.n_restored = (int32_t) it->cell_pos.front().size();
+    totals_.ram_cells_restored += pos.front().size();
+    s.n_restored = (int32_t) pos.front().size();
     s.prompt = std::move(it->prompt);
     ram_->erase(it);
 }
@@ -387,7 +380,7 @@ int32_t server_sim::reuse_from_checkpoint(slot_t & s, int32_t n_past) {
             });
             if (it != cps.rend()) {
                 const bool iswa = run_.ctx().memory().caches().size() > 1;
-                if (!run_.restore(s.id, it->cell_pos, iswa, "C", run_.ctx().sizes().n_ubatch, next_line())) {
+                if (!run_.restore(s.id, in_cell_order(it->cells), iswa, "C", run_.ctx().sizes().n_ubatch, next_line())) {
                     throw std::logic_error("server_sim: a context checkpoint did not fit back into the cache (upstream aborts)");
                 }
                 pos_next = std::min(pos_next, std::max(it->pos_min + 1, it->pos_max));
@@ -455,7 +448,9 @@ void server_sim::create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos p
     while (cps.size() >= n_max) cps.pop_front();
     const int64_t n_tokens_new = s.prompt.tokens.n - n_tokens_cur;
     cps.remove_if([&](const context_checkpoint & c) { return c.n_tokens == n_tokens_new; });
-    cps.push_back({n_tokens_new, (int) s.task, pos_min, pos_max, seq_state_bytes(s.id, true), seq_cell_positions(s.id, true)});
+    auto cells = seq_saved_cells(s.id, true);
+    const size_t bytes = seq_state_bytes(cells, true);
+    cps.push_back({n_tokens_new, (int) s.task, pos_min, pos_max, bytes, std::move(cells)});
     ++totals_.checkpoints_created;
 }
 

@@ -113,8 +113,8 @@ private:
     void create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos pos_min, llama_pos pos_max);
     void decode_batch(std::vector<batch_tok> & batch);
     void post_decode(const std::vector<batch_tok> & batch, size_t off, size_t n);
-    std::vector<std::vector<llama_pos>> seq_cell_positions(llama_seq_id s, bool swa_only) const;
-    size_t seq_state_bytes(llama_seq_id s, bool swa_only) const;
+    std::vector<saved_cells> seq_saved_cells(llama_seq_id s, bool swa_only) const;
+    size_t seq_state_bytes(const std::vector<saved_cells> & cells, bool swa_only) const;
     bool any_processing() const;
     long next_line() { return ++op_line_; }
 
