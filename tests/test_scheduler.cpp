@@ -3,8 +3,8 @@
 // reuse, the --emit-ops round trip and the step-time model. The expected ops and outcomes are
 // the real llama-server's: each case with a request trace the server oracle can replay is a
 // recorded scenario in tests/server_golden (unit_*.scn, named in the case's comment) and was
-// re-derived from its recording; cases with 16-token hash blocks (the oracle's are 512) follow
-// the same code paths as recorded scenarios with 512-token blocks.
+// re-derived from its recording (ctx_params sets n_ubatch = n_batch; the scenarios use the
+// server's -ub where it does not change the ops).
 #include "replay/op_replay.h"
 #include "replay/op_runner.h"
 #include "report/dump_cells.h"
@@ -362,43 +362,40 @@ TEST_CASE("unified cache full with an idle slot holding cells (--no-cache-idle-s
 // Prefix reuse: the slot's cached tokens include the whole decoded prompt, as upstream's
 // server_slot::prompt.tokens (get_common_prefix in get_available_slot and update_slots).
 TEST_CASE("prefix reuse: a later request keeps the common hash_id blocks of its own slot") {
-    server_params sp;
-    sp.block_tokens = 16;
-    sim_run s(ctx_params(256, 1, 256), sp);
-    // r0: blocks 1,2,3 (16,16,8 tokens); r1: blocks 1,2,4,5 (16,16,16,2) -> 32 common tokens
-    s.sim.run(trace_of({req(0, 40, 3, {1, 2, 3}), req(10, 50, 1, {1, 2, 4, 5})}));
-    CHECK(s.r(1).n_prefix_reused == 32);
-    CHECK(s.seq_ops() == std::vector<std::string>{"rm 0 0 -1", "rm 0 32 -1"});
+    // recorded: tests/server_golden/unit_prefix_blocks.scn
+    sim_run s(ctx_params(4096, 1, 2048), {});
+    // r0: blocks 1,2,3 (512,512,176 tokens); r1: blocks 1,2,4 (512,512,476) -> 1024 common tokens
+    s.sim.run(trace_of({req(0, 1200, 3, {1, 2, 3}), req(10, 1500, 1, {1, 2, 4})}));
+    CHECK(s.r(1).n_prefix_reused == 1024);
+    CHECK(s.seq_ops() == std::vector<std::string>{"rm 0 0 -1", "rm 0 1024 -1"});
     const auto d = s.decodes();
     REQUIRE(d.size() == 4);
-    CHECK(sim_run::rows(*d[3]) == rows_t{{0, 18, 32}});
+    CHECK(sim_run::rows(*d[3]) == rows_t{{0, 476, 1024}});
     CHECK(s.sim.totals().prefix_hits == 1);
-    CHECK(s.sim.totals().prefix_tokens_reused == 32);
-    CHECK(s.sim.totals().prompt_tokens_decoded == 40 + 18);
+    CHECK(s.sim.totals().prefix_tokens_reused == 1024);
+    CHECK(s.sim.totals().prompt_tokens_decoded == 1200 + 476);
 }
 
 TEST_CASE("prefix reuse of a whole prompt still evaluates its last token") {
-    server_params sp;
-    sp.block_tokens = 16;
-    sim_run s(ctx_params(256, 1, 256), sp);
-    s.sim.run(trace_of({req(0, 32, 1, {1, 2}), req(10, 32, 1, {1, 2})}));
-    CHECK(s.r(1).n_prefix_reused == 31);
-    CHECK(s.seq_ops() == std::vector<std::string>{"rm 0 0 -1", "rm 0 31 -1"});
-    CHECK(sim_run::rows(*s.decodes().back()) == rows_t{{0, 1, 31}});
+    // recorded: tests/server_golden/unit_prefix_whole.scn
+    sim_run s(ctx_params(4096, 1, 2048), {});
+    s.sim.run(trace_of({req(0, 1024, 1, {1, 2}), req(10, 1024, 1, {1, 2})}));
+    CHECK(s.r(1).n_prefix_reused == 1023);
+    CHECK(s.seq_ops() == std::vector<std::string>{"rm 0 0 -1", "rm 0 1023 -1"});
+    CHECK(sim_run::rows(*s.decodes().back()) == rows_t{{0, 1, 1023}});
 }
 
 TEST_CASE("slot choice: prompt similarity above 0.1 beats LRU") {
-    server_params sp;
-    sp.block_tokens = 16;
-    sim_run s(ctx_params(512, 2, 512), sp);
+    // recorded: tests/server_golden/unit_similarity.scn
+    sim_run s(ctx_params(8192, 2, 2048), {});
     // r0 -> slot 1, r1 -> slot 0; both end in step 1 (slot 0 released first, so LRU = slot 0);
-    // r2 shares 32 of 45 tokens with slot 1 (0.71 > 0.1) and goes there
-    s.sim.run(trace_of({req(0, 40, 1, {1, 2, 3}), req(0, 20, 1, {8, 9}), req(10, 45, 1, {1, 2, 7})}));
+    // r2 shares 1024 of 1300 tokens with slot 1 (0.79 > 0.1) and goes there
+    s.sim.run(trace_of({req(0, 1200, 1, {1, 2, 3}), req(0, 600, 1, {8, 9}), req(10, 1300, 1, {1, 2, 7})}));
     CHECK(s.r(0).slot == 1);
     CHECK(s.r(1).slot == 0);
     CHECK(s.r(2).slot == 1);
-    CHECK(s.r(2).n_prefix_reused == 32);
-    CHECK(s.seq_ops() == std::vector<std::string>{"rm 0 0 -1", "rm 1 0 -1", "rm 1 32 -1"});
+    CHECK(s.r(2).n_prefix_reused == 1024);
+    CHECK(s.seq_ops() == std::vector<std::string>{"rm 0 0 -1", "rm 1 0 -1", "rm 1 1024 -1"});
 }
 
 namespace {
