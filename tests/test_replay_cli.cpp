@@ -571,3 +571,25 @@ TEST_CASE("regression: four tiny Mooncake requests on two slots render report.ht
     CHECK(html.find("ram_cache.saves") != std::string::npos);
     CHECK(html.find("context_checkpoints.created") != std::string::npos);
 }
+
+// A RAM-cache restore places cells without llama_decode: the kernel hooks must still write their
+// K/V (and the verify shadow), or --verify reports stale cells (found by a hostile-input pass:
+// request 3 restored request 0's 301 cells from slot 1 into slot 0).
+TEST_CASE("--verify holds across a RAM-cache restore into another slot") {
+    scratch_dir dir("cli_restore_verify");
+    const std::string t = write_file(dir, "r.jsonl",
+                                     "{\"timestamp\": 0, \"input_length\": 300, \"output_length\": 2, \"hash_ids\": [1]}\n"
+                                     "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 50, \"hash_ids\": [2]}\n"
+                                     "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 200, \"hash_ids\": [3]}\n"
+                                     "{\"timestamp\": 10000, \"input_length\": 350, \"output_length\": 4, \"hash_ids\": [1]}\n");
+    for (const char * kvu : {" -kvu", " -no-kvu"}) {
+        CAPTURE(kvu);
+        const std::string out = dir / (std::string("o") + (kvu[2] == 'k' ? "u" : "n"));
+        const auto r = run_kvsim("replay " + t + " --model tiny-llama -c 2048 -np 2" + kvu + " --backend cpu --verify -t 1 -q --no-progress --out " + out);
+        REQUIRE_MESSAGE(r.rc == 0, r.err);
+        const json s = json::parse(read_text(out + "/summary.json"));
+        CHECK(s.at("totals").at("ram_cache").at("restores").get<uint64_t>() == 1);
+        CHECK(s.at("bandwidth").at("verify").at("failures").get<uint64_t>() == 0);
+        CHECK(s.at("bandwidth").at("verify").at("steps").get<uint64_t>() > 0);
+    }
+}

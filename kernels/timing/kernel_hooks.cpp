@@ -94,6 +94,12 @@ public:
         time_step(b, sinfo, ub, n_kv);
     }
 
+    // A state restore: the cells' K/V are the saved ones; kvsim's content is a function of (seq,
+    // pos), so the verify shadow gets the restored cells' rows. Nothing is timed.
+    void on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) override {
+        if (o_.verify) write_placed(buffers_of(c), sinfo, ub);
+    }
+
     nlohmann::json summary() const override;
     std::vector<std::pair<std::string, std::string>> terminal_rows() const override;
 

@@ -66,6 +66,11 @@ public:
     virtual void on_apply(const kv_cache & cache, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) {
         (void) cache; (void) sinfo; (void) ub; (void) n_kv;
     }
+    // A state restore wrote saved cells back into a cache (kv_cache::restore_seq: their K/V come
+    // from the saved state; no attention is computed).
+    virtual void on_restore(const kv_cache & cache, const slot_info & sinfo, const ubatch & ub) {
+        (void) cache; (void) sinfo; (void) ub;
+    }
     // An op went through the replay's op door (replay/op_runner.h), after it ran: a llama_decode
     // call (rc = its decode_rc; its on_update/on_apply calls came before) or a sequence op (rc = 0).
     // Whether on_op is wanted: building the op record of every decode costs time on long replays.

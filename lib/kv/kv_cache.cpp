@@ -279,7 +279,7 @@ slot_info kv_cache::find_slot(const ubatch & ub, bool cont) const {
     return res;
 }
 
-bool kv_cache::restore_seq(llama_seq_id dest, const std::vector<llama_pos> & pos) {
+bool kv_cache::restore_seq(llama_seq_id dest, const std::vector<llama_pos> & pos, std::pair<slot_info, ubatch> * placed) {
     if (pos.empty()) return true;
     seq_rm(dest, -1, -1);
     ubatch ub;   // llama_batch_allocr::ubatch_reserve(cell_count, 1)
@@ -296,6 +296,7 @@ bool kv_cache::restore_seq(llama_seq_id dest, const std::vector<llama_pos> & pos
         return false;
     }
     apply_ubatch(sinfo, ub);
+    if (placed) *placed = {sinfo, std::move(ub)};
     return true;
 }
 

@@ -70,7 +70,8 @@ public:
     // positions (cell order) as one ubatch placed by find_slot(cont = false) and apply_ubatch. An
     // empty list touches nothing (state_read skips streams without cells). false = no room: dest's
     // cells are removed again (state_read's failure path).
-    bool restore_seq(llama_seq_id dest, const std::vector<llama_pos> & pos);
+    // placed (optional) receives the slot and the ubatch that were applied.
+    bool restore_seq(llama_seq_id dest, const std::vector<llama_pos> & pos, std::pair<slot_info, ubatch> * placed = nullptr);
     // Dry run of all ubatches with rollback of the touched cells and heads; empty on failure.
     // The SWA purge of apply_ubatch is not rolled back (upstream behaviour).
     std::vector<slot_info> prepare(const std::vector<ubatch> & ubatches);

@@ -131,7 +131,11 @@ bool op_runner::restore(llama_seq_id dest, const std::vector<std::vector<llama_p
                         const std::string & label, uint32_t n_chunk, long line) {
     const auto caches = ctx_.memory().caches();
     bool ok = true;
-    for (size_t i = 0; i < caches.size() && i < pos.size() && ok; ++i) ok = caches[i]->restore_seq(dest, pos[i]);
+    for (size_t i = 0; i < caches.size() && i < pos.size() && ok; ++i) {
+        std::pair<slot_info, ubatch> placed;
+        ok = caches[i]->restore_seq(dest, pos[i], &placed);
+        if (ok && !pos[i].empty() && obs_) obs_->on_restore(*caches[i], placed.first, placed.second);
+    }
     if (!ok) ctx_.memory().seq_rm(dest, -1, -1);
     if (partial || !(dump_ || record_ || (obs_ && obs_->wants_ops()))) return ok;
     after_op(seq_op_group(op_kind::rm, dest, -1, -1, 0, -1, line), false, 0);

@@ -31,7 +31,8 @@ public:
     // kv_cache::restore_seq(dest, pos[i]) (an empty list leaves that cache alone: the base cache of a
     // PARTIAL_ONLY restore). A full restore (`partial` false) is recorded in the server oracle's
     // form: `rm dest -1 -1`, then decode calls "<label>.<k>" of at most n_chunk of the first cache's
-    // positions; a partial one has no op-trace form and is not recorded. Kernels do not see it.
+    // positions; a partial one has no op-trace form and is not recorded. Observers get
+    // on_restore per cache (the kernel hooks write the cells' K/V, time nothing).
     // false = no room (dest then holds no cells).
     bool restore(llama_seq_id dest, const std::vector<std::vector<llama_pos>> & pos, bool partial, const std::string & label,
                  uint32_t n_chunk, long line);

@@ -42,6 +42,9 @@ public:
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override {
         for (auto * o : obs_) o->on_apply(c, sinfo, ub, n_kv);
     }
+    void on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) override {
+        for (auto * o : obs_) o->on_restore(c, sinfo, ub);
+    }
     void on_op(const op_group & g, int rc) override {
         for (auto * o : obs_) {
             if (o->wants_ops()) o->on_op(g, rc);

@@ -63,6 +63,9 @@ public:
         work_.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_});
         if (next_) next_->on_apply(c, sinfo, ub, n_kv);
     }
+    void on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) override {
+        if (next_) next_->on_restore(c, sinfo, ub);
+    }
     void on_op(const op_group & g, int rc) override {
         if (next_) next_->on_op(g, rc);
     }
