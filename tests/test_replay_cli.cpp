@@ -292,11 +292,16 @@ TEST_CASE("options that would do nothing are refused with exit 2, only when give
         {ops + " --device h200 --step-time roofline", {"--device, --step-time apply"}},   // default values, given explicitly
         {ops + " --bandwidth-gbs 100 --tflops 50 --no-cache-prompt --slot-prompt-similarity 0.5",
          {"--no-cache-prompt", "--slot-prompt-similarity", "--bandwidth-gbs", "--tflops"}},
-        {ops + " --cache-ram 100 --no-cache-idle-slots --ctx-checkpoints 4 --checkpoint-min-step 16",
+        {"replay traces/ops/context_shift.csv --model tiny-gemma3-swa -c 256 -np 2 -kvu" + std::string(k_fast) +
+             " --cache-ram 100 --no-cache-idle-slots --ctx-checkpoints 4 --checkpoint-min-step 16",
          {"--cache-ram", "--cache-idle-slots", "--ctx-checkpoints", "--checkpoint-min-step"}},
         {ops + " --context-shift --keep 4 --n-discard 2", {"--context-shift, --keep, --n-discard apply"}},
         {ops + " --format ops --arrivals trace", {"--arrivals applies to request traces only"}},
         {ops + " --keep 4", {"--keep only applies with --context-shift"}},
+        {req + " --cache-ram 0 --cache-idle-slots", {"--cache-idle-slots saves idle slots", "--cache-ram 0"}},
+        {"replay traces/requests/azure_sample.csv --model tiny-llama -no-kvu" + std::string(k_fast), {"-no-kvu: with -np auto"}},
+        {req + " --ctx-checkpoints 4", {"--ctx-checkpoints: llama-server makes context checkpoints only for a model with sliding-window"}},
+        {req + " --checkpoint-min-step 64", {"--checkpoint-min-step: llama-server makes context checkpoints only"}},
         {req + " --keep 64", {"--keep only applies with --context-shift"}},
         {req + " --n-discard 8", {"--n-discard only applies with --context-shift"}},
         {ops + " --time-layers 0", {"--time-layers must be >= 1"}},  // was taken silently as 1

@@ -25,7 +25,8 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--model", model_name, "Model shape preset: " + fmt::format("{}", fmt::join(model_preset_names(), ", ")))
         ->capture_default_str();
     o.ctx.n_ctx = 0;
-    cmd.add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens (padded to 256 like llama.cpp; 0 = the model's training context)")
+    cmd.add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens (padded to 256 like llama.cpp; 0 = the model's training context). A request trace's slots "
+                   "get min(n_ctx_seq, the model's training context), as llama-server's")
         ->capture_default_str();
     cmd.add_option("--parallel", n_parallel,
                    "Server slots / n_seq_max (llama.cpp -np; -1 = auto: 4 slots with a unified cache for a request trace, "
@@ -33,7 +34,7 @@ void replay_cli::add_to(CLI::App & cmd) {
         ->capture_default_str();
     cmd.add_option("-b,--batch-size", o.ctx.n_batch, "Logical batch size n_batch")->capture_default_str();
     cmd.add_option("--ubatch-size", o.ctx.n_ubatch, "Physical batch size n_ubatch (llama.cpp -ub)")->capture_default_str();
-    cmd.add_flag("--kv-unified,!--no-kv-unified", o.ctx.kv_unified,
+    opt_kv_unified = cmd.add_flag("--kv-unified,!--no-kv-unified", o.ctx.kv_unified,
                  "One KV stream shared by all sequences (llama.cpp -kvu / -no-kvu; on by itself when -np is auto)");
     cmd.add_flag("--swa-full", o.ctx.swa_full, "Full-size SWA cache");
     cmd.add_option("--cache-type-k", type_k, "K cache type (llama.cpp -ctk): f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl")
@@ -73,13 +74,13 @@ void replay_cli::add_to(CLI::App & cmd) {
     request_only.push_back(cmd.add_option("--cache-ram", o.server.cache_ram_mib,
                                           "Host-RAM prompt cache in MiB (llama-server -cram; -1 = no limit, 0 = off)")
                                ->capture_default_str());
-    request_only.push_back(cmd.add_flag("--cache-idle-slots,!--no-cache-idle-slots", o.server.cache_idle_slots,
+    request_only.push_back(opt_idle_slots = cmd.add_flag("--cache-idle-slots,!--no-cache-idle-slots", o.server.cache_idle_slots,
                                         "Save idle slots to the RAM cache at each launch, and clear them with a unified cache "
-                                        "(llama-server default; needs --cache-ram)"));
-    request_only.push_back(cmd.add_option("--ctx-checkpoints,--swa-checkpoints", o.server.n_ctx_checkpoints,
+                                        "(default: on, as llama-server; needs --cache-ram)"));
+    request_only.push_back(opt_checkpoints = cmd.add_option("--ctx-checkpoints,--swa-checkpoints", o.server.n_ctx_checkpoints,
                                           "Context checkpoints per slot for SWA models (llama-server -ctxcp)")
                                ->capture_default_str());
-    request_only.push_back(cmd.add_option("--checkpoint-min-step", o.server.checkpoint_min_step,
+    request_only.push_back(opt_checkpoint_step = cmd.add_option("--checkpoint-min-step", o.server.checkpoint_min_step,
                                           "Minimum spacing of context checkpoints in tokens (llama-server -cms)")
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--device", device, "Step-time roofline device: h200 h100 a100 cpu")
@@ -197,6 +198,15 @@ void replay_cli::check_given_options(replay_options & o) const {
             if (op->count() > 0) throw usage_error(op->get_name() + " only applies with --context-shift (it shapes the shift)");
         }
     }
+    if (opt_idle_slots->count() > 0 && o.server.cache_idle_slots && o.server.cache_ram_mib == 0) {
+        throw usage_error("--cache-idle-slots saves idle slots to the RAM prompt cache, which --cache-ram 0 turns off");
+    }
+    if ((opt_checkpoints->count() > 0 || opt_checkpoint_step->count() > 0) && (!o.model.has_swa() || o.ctx.swa_full)) {
+        throw usage_error(fmt::format("{}: llama-server makes context checkpoints only for a model with sliding-window layers "
+                                      "and without --swa-full ({}{})", opt_checkpoints->count() > 0 ? "--ctx-checkpoints" : "--checkpoint-min-step",
+                                      o.model.name, o.ctx.swa_full ? " with --swa-full" : " has none"));
+    }
+    o.no_kv_unified_given = opt_kv_unified->count() > 0 && !o.ctx.kv_unified;
     // The trace kind is known only once run_replay has looked at the file: it refuses these there.
     for (const CLI::Option * op : request_only) {
         if (op->count() > 0) o.request_only_given.push_back(op->get_name());

@@ -21,6 +21,8 @@ struct replay_cli {
     // Options that only shape the simulated server (refused on an op trace when given), and the
     // context-shift knobs (refused without --context-shift when given).
     std::vector<CLI::Option *> request_only, shift_only;
+    // Options refused when they would change nothing (check_given_options).
+    CLI::Option *opt_kv_unified = nullptr, *opt_idle_slots = nullptr, *opt_checkpoints = nullptr, *opt_checkpoint_step = nullptr;
 
     void add_to(CLI::App & cmd);
     // Resolve the model preset and overrides, types and flags. Throws usage_error.

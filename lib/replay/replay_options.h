@@ -30,7 +30,8 @@ struct replay_options {
     std::string format = "auto";        // auto | ops | azure | mooncake | burstgpt
     model_shape model = model_preset("llama-3-8b");
     context_params ctx;                 // n_ctx 0 = the model's n_ctx_train (llama.cpp -c 0)
-    bool n_parallel_auto = false;       // -np absent / -1: 4 slots + unified cache (request traces), 1 (op traces)
+    bool n_parallel_auto = false;
+    bool no_kv_unified_given = false;   // -no-kvu on the command line (refused with -np auto on a request trace)       // -np absent / -1: 4 slots + unified cache (request traces), 1 (op traces)
     std::string dump_cells;             // kvoracle-format JSON lines, "" = none
     std::string out_dir;                // reports (summary.json, occupancy.csv, report.html, ...), "" = none
     std::string trace_json;             // Chrome trace-event / Perfetto timeline, "" = none

@@ -390,6 +390,10 @@ std::vector<std::pair<std::string, std::string>> request_terminal_rows(const rep
         {"prefix reuse", fmt::format("{} hits, {} tokens", totals["prefix_reuse_hits"].get<uint64_t>(),
                                      totals["prefix_tokens_reused"].get<uint64_t>())},
         {"RAM prompt cache", ram_cache_line(opt, totals["ram_cache"])},
+        {"context checkpoints", opt.model.has_swa() && !opt.ctx.swa_full && opt.server.n_ctx_checkpoints > 0
+                                    ? fmt::format("{} created, {} restored", totals["context_checkpoints"]["created"].get<uint64_t>(),
+                                                  totals["context_checkpoints"]["restored"].get<uint64_t>())
+                                    : std::string("none (no sliding-window layers, --swa-full or --ctx-checkpoints 0)")},
         {"peak used cells / n_kv", fmt::format("{} (all streams) / {} (per stream)", occ.peaks().used, occ.peaks().n_kv)},
         {"SWA-reused cells", std::to_string(totals["swa_reused_cells"].get<uint64_t>())},
         {"simulated time", fmt::format("{:.2f} s ({})", totals["sim_seconds"].get<double>(), opt.device.name)},
@@ -440,9 +444,9 @@ void replay_request_trace(const replay_options & opt, std::ostream & term, repla
               {"server", {{"arrivals", opt.server.arrivals == arrival_mode::trace ? "trace" : "saturate"},
                           {"context_shift", opt.server.context_shift}, {"n_keep", opt.server.n_keep},
                           {"cache_prompt", opt.server.cache_prompt}, {"cache_ram_mib", opt.server.cache_ram_mib},
-                          {"cache_idle_slots", opt.server.cache_idle_slots}, {"n_ctx_checkpoints", opt.server.n_ctx_checkpoints},
+                          {"cache_idle_slots", opt.server.cache_idle_slots && opt.server.cache_ram_mib != 0}, {"n_ctx_checkpoints", opt.server.n_ctx_checkpoints},
                           {"checkpoint_min_step", opt.server.checkpoint_min_step},
-                          {"slot_prompt_similarity", opt.server.slot_prompt_similarity},
+                          {"slot_prompt_similarity", std::stod(fmt::format("{}", opt.server.slot_prompt_similarity))},
                           {"n_ctx_slot", sim.n_ctx_slot()}}},
               {"step_time_model", tm.describe()},
               {"totals", totals},
@@ -486,6 +490,9 @@ void resolve_auto_sizes(replay_options & opt) {
     if (is_op_trace(opt)) {
         opt.ctx.n_seq_max = 1;
     } else {
+        if (opt.no_kv_unified_given) {
+            throw usage_error("-no-kvu: with -np auto llama-server always runs 4 slots in a unified cache; give -np N to choose");
+        }
         opt.ctx.n_seq_max = 4;
         opt.ctx.kv_unified = true;
     }
