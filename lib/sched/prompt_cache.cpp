@@ -12,10 +12,6 @@ int32_t block_len(const request & r, size_t b, int32_t block) {
     return (int32_t) std::clamp<int64_t>(left, 0, block);
 }
 
-bool equal_prompts(const request & a, const request & b, int32_t block_tokens) {
-    if (&a == &b) return true;
-    return a.n_prompt == b.n_prompt && prompt_common_prefix(a, b, block_tokens) == a.n_prompt;
-}
 }  // namespace
 
 int32_t prompt_common_prefix(const request & a, const request & b, int32_t block_tokens) {
@@ -57,8 +53,9 @@ int32_t prompt_tokens::common_prefix(const request & rq, int32_t block_tokens) c
 
 int32_t prompt_tokens::common_prefix(const prompt_tokens & o, int32_t block_tokens) const {
     if (!req || !o.req) return 0;
-    if (!shifted && !o.shifted && equal_prompts(*req, *o.req, block_tokens)) return std::min(n, o.n);
     const int32_t lcp = req == o.req ? req->n_prompt : prompt_common_prefix(*req, *o.req, block_tokens);
+    const bool equal_prompts = lcp == req->n_prompt && lcp == o.req->n_prompt;
+    if (equal_prompts && !shifted && !o.shifted) return std::min(n, o.n);
     return std::min({lcp, n_head, o.n_head});
 }
 
@@ -90,7 +87,6 @@ bool prompt_cache::contains(const server_prompt & p) const {
 }
 
 prompt_cache_state * prompt_cache::alloc(const server_prompt & p, size_t state_bytes) {
-    if (contains(p)) return nullptr;
     const size_t new_bytes = state_bytes + p.checkpoint_bytes();
     if (limit_bytes_ > 0 && new_bytes > limit_bytes_) return nullptr;
     for (auto it = states_.begin(); it != states_.end();) {

@@ -85,12 +85,13 @@ class prompt_cache {
 public:
     prompt_cache(int32_t limit_mib, size_t limit_tokens, int32_t block_tokens);
 
-    // server_prompt_cache::alloc's refusals, in its order: nullptr when a cached state already
-    // contains `p` entirely, or `bytes` alone exceeds the limit. Otherwise removes the states that
-    // `p` contains, makes room (oldest first) and appends an empty state for the caller to fill.
-    prompt_cache_state * alloc(const server_prompt & p, size_t state_bytes);
-    // alloc's first refusal alone: a cached state already holds all of p's tokens.
+    // server_prompt_cache::alloc's first refusal: a cached state already holds all of p's tokens.
+    // Split out so the caller checks it before gathering the state's cells.
     bool contains(const server_prompt & p) const;
+    // The rest of server_prompt_cache::alloc, for a `p` that !contains(p): nullptr when `bytes`
+    // alone exceeds the limit; otherwise removes the states that `p` contains, makes room (oldest
+    // first) and appends an empty state for the caller to fill.
+    prompt_cache_state * alloc(const server_prompt & p, size_t state_bytes);
     // server_prompt_cache::load: the state to restore for a slot holding `cur` that gets `rq`:
     // the one with both the best kept fraction (>= 0.25) and the best similarity, strictly better
     // than the slot's own; end() when none.
