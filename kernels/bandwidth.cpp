@@ -26,10 +26,11 @@ namespace {
 // (cpu/cpu_isa.h): a probe weaker than the kernels it judges would flatter them.
 #if KVSIM_X86
 // GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
+#if !defined(__clang__)  // GCC's warnings; clang does not know them
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC push_options
-#pragma GCC target("avx512f")
+#endif
+KVSIM_TARGET_BEGIN("avx512f")
 float read_sum_avx512(const float * x, size_t n) {
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
     size_t i = 0;
@@ -43,10 +44,9 @@ float read_sum_avx512(const float * x, size_t n) {
     for (; i < n; ++i) s += x[i];
     return s;
 }
-#pragma GCC pop_options
+KVSIM_TARGET_END
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+KVSIM_TARGET_BEGIN("avx2")
 float read_sum_avx2(const float * x, size_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     size_t i = 0;
@@ -62,7 +62,7 @@ float read_sum_avx2(const float * x, size_t n) {
     for (; i < n; ++i) s += x[i];
     return s;
 }
-#pragma GCC pop_options
+KVSIM_TARGET_END
 #endif
 
 float read_sum(const float * x, size_t n) {
@@ -95,8 +95,13 @@ template <typename F>
 double time_pass(size_t n, int n_threads, F body) {
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> th;
-    for (int t = 0; t < n_threads; ++t) {
-        th.emplace_back([&, t] { body(t, n * t / n_threads, n * (t + 1) / n_threads); });
+    try {
+        for (int t = 0; t < n_threads; ++t) {
+            th.emplace_back([&, t] { body(t, n * t / n_threads, n * (t + 1) / n_threads); });
+        }
+    } catch (...) {   // no thread (ulimit -v, -u): join the started ones, or ~thread calls std::terminate
+        for (auto & x : th) x.join();
+        throw;
     }
     for (auto & x : th) x.join();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,8 +1,10 @@
 #include "cpu/fa_amx.h"
 
 // GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
+#if !defined(__clang__)  // GCC's warnings; clang does not know them
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #if defined(__AMX_INT8__) && defined(__AMX_TILE__) && defined(__AVX512F__) && defined(__F16C__) && defined(__linux__)
 #include <immintrin.h>
 #include <sys/syscall.h>

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "cpu/cpu_isa.h"
-#include "kv/ggml_type.h"
+#include "core/ggml_type.h"
 #include "quant.h"
 
 namespace kvsim::cpu {
@@ -51,7 +51,7 @@ struct prefetch_stream {
     }
 };
 
-// True when the grouped path has loops for `isa` (AVX2 or AVX-512), this CPU supports it (cpu_isa.h), and it
+// True when the grouped path has loops for `isa` (AVX2, AVX-512, NEON), this CPU supports it (cpu_isa.h), and it
 // handles these types (f32/f16/q8_0/q4_0) and head sizes (head_dim_k % 16 == 0, head_dim_v % 16 == 0). Otherwise
 // the tile-copy path runs. Every function below takes the same `isa` and must only be called when this is true.
 bool fa_group_supported(cpu_isa isa, ggml_type tk, ggml_type tv, int64_t head_dim_k, int64_t head_dim_v);
@@ -75,7 +75,7 @@ void fa_group_pv(cpu_isa isa, ggml_type tv, float * const * acc, const float * p
 // Prefetch steps of fa_group_qk (or fa_amx_qk_q8_0 when qk_amx) + fa_group_pv for these sizes. AVX-512: one per
 // 16 elements of 4 query rows x 4 cells in Q.K (AMX: one per q8_0 block of 16 cells), one per cell and 64 elements
 // (16 elements) of 4 rows in P.V. AVX2: one per 32 elements of 4 rows x 2 cells in Q.K, one per cell and 16
-// elements of 4 rows in P.V.
+// elements of 4 rows in P.V; NEON as AVX2.
 int64_t fa_group_steps(cpu_isa isa, int64_t n_rows, int64_t nt, int64_t head_dim_k, int64_t head_dim_v, bool qk_amx = false);
 
 }  // namespace kvsim::cpu

@@ -2,7 +2,7 @@
 // AVX-512 loops (fa_group_avx512.cpp) on 8-lane vectors and 16 registers. Each K/V element is read from the
 // cache once per block of 4 query rows and dequantized in registers (f16: F16C; q8_0/q4_0: widen, convert,
 // times the block's scale), never copied to an f32 tile. Compiled for AVX2 whatever the build's -march, inside a
-// `#pragma GCC target` region after every include (see fa_group_avx512.cpp); called only when
+// target region (isa_target.h) after every include (see fa_group_avx512.cpp); called only when
 // cpu_isa_supported(cpu_isa::avx2).
 #include "cpu/fa_group_isa.h"
 
@@ -14,8 +14,7 @@
 
 #include "quant.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+KVSIM_TARGET_BEGIN("avx2,fma,f16c")
 
 namespace kvsim::cpu::avx2 {
 
@@ -243,6 +242,6 @@ void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64
 
 }  // namespace kvsim::cpu::avx2
 
-#pragma GCC pop_options
+KVSIM_TARGET_END
 
 #endif  // KVSIM_X86

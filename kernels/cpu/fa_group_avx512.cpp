@@ -1,5 +1,5 @@
 // The AVX-512 inner loops of the grouped CPU flash attention (fa_group.h), compiled for AVX-512 whatever the
-// build's -march (a `#pragma GCC target` region after every include, so no inline function of a header is
+// build's -march (a target region (isa_target.h) after every include, so no inline function of a header is
 // instantiated with AVX-512 and then picked by the linker for code that runs on other CPUs); fa_group.cpp calls
 // them only when cpu_isa_supported(cpu_isa::avx512).
 #include "cpu/fa_group_isa.h"
@@ -13,10 +13,11 @@
 #include "quant.h"
 
 // GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
+#if !defined(__clang__)  // GCC's warnings; clang does not know them
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")
+#endif
+KVSIM_TARGET_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")
 
 namespace kvsim::cpu::avx512 {
 
@@ -243,6 +244,6 @@ void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64
 
 }  // namespace kvsim::cpu::avx512
 
-#pragma GCC pop_options
+KVSIM_TARGET_END
 
 #endif  // KVSIM_X86

@@ -2,21 +2,21 @@
 // RoPE'd, rotated and quantized back in 8-lane vectors. Same arithmetic as the portable path: the Walsh-Hadamard
 // butterflies in the same stage order as hadamard.cpp fwht (bit-identical), q8_0/q4_0 rounding and f16 conversion
 // as quant.cpp (bit-identical); RoPE differs from rope.cpp rope_rotate only where the compiler fused a multiply-add.
-// Compiled for AVX2 whatever the build's -march (`#pragma GCC target` after every include, see fa_group_avx512.cpp).
+// Compiled for AVX2 whatever the build's -march (a target region (isa_target.h) after every include, see fa_group_avx512.cpp).
 #include "cpu/kshift_isa.h"
 
 #if KVSIM_X86  // other architectures take the scalar loops (cpu_isa.h)
 
 #include <cmath>
+#include <type_traits>
 
 #include <immintrin.h>
 
 #include "quant.h"
 
 // ggml rounds x*id and x*id + 8.5f separately (quant.cpp); a fused multiply-add would change some quants.
-#pragma GCC optimize("fp-contract=off")
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+KVSIM_FP_CONTRACT_OFF
+KVSIM_TARGET_BEGIN("avx2,fma,f16c")
 
 namespace kvsim::cpu::avx2 {
 
@@ -65,30 +65,49 @@ void fwht(float * x, int n, float scale) {
     }
 }
 
-// rope_rotate for GGML_ROPE_TYPE_NORMAL: pairs (2i, 2i+1), cache (cos, sin) interleaved the same way.
-void rope_norm(const float * cache, int n_rot, float * x) {
-    for (int i0 = 0; i0 < n_rot; i0 += 8) {
-        const __m256 v = _mm256_loadu_ps(x + i0), cs = _mm256_loadu_ps(cache + i0);
-        const __m256 c = _mm256_moveldup_ps(cs), s = _mm256_movehdup_ps(cs);
-        const __m256 swapped = _mm256_permute_ps(v, 0xB1);
-        // even lanes x0*c - x1*s, odd lanes x1*c + x0*s
-        _mm256_storeu_ps(x + i0, _mm256_fmaddsub_ps(v, c, _mm256_mul_ps(swapped, s)));
-    }
+// rope_rotate for GGML_ROPE_TYPE_NORMAL on one 8-lane vector of pairs (2i, 2i+1): even lanes x0*c - x1*s, odd
+// lanes x1*c + x0*s, with c and s each pair's cos and sin twice (kshift_tables).
+inline __m256 rope_norm8(__m256 v, const float * c, const float * s) {
+    return _mm256_fmaddsub_ps(v, _mm256_loadu_ps(c), _mm256_mul_ps(_mm256_permute_ps(v, 0xB1), _mm256_loadu_ps(s)));
 }
 
-// rope_rotate for GGML_ROPE_TYPE_NEOX: pairs (i, i + n_rot/2), pair i's (cos, sin) at cache[2i].
-void rope_neox(const float * cache, int n_rot, float * x) {
-    const int half = n_rot / 2;
-    for (int i = 0; i < half; i += 8) {
-        const __m256 a = _mm256_loadu_ps(cache + 2 * i), b = _mm256_loadu_ps(cache + 2 * i + 8);
-        // even (cos) and odd (sin) elements of a then b; shuffle_ps works per 128-bit half, permute4x64 reorders
-        const __m256 c = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
-        const __m256 s = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
-        const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + half);
-        _mm256_storeu_ps(x + i, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)));
-        _mm256_storeu_ps(x + i + half, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
-    }
+// rope_rotate for GGML_ROPE_TYPE_NEOX on 8 pairs (x0[i], x1[i]) = (i, i + n_rot/2).
+inline void rope_neox8(__m256 & x0, __m256 & x1, const float * c, const float * s) {
+    const __m256 vc = _mm256_loadu_ps(c), vs = _mm256_loadu_ps(s);
+    const __m256 a = x0, b = x1;
+    x0 = _mm256_fmsub_ps(a, vc, _mm256_mul_ps(b, vs));
+    x1 = _mm256_fmadd_ps(a, vs, _mm256_mul_ps(b, vc));
 }
+
+// RoPE of one head in place, 8 elements at a time: load converts to f32, store back; elements past n_rot are
+// not touched. One loop for the f32 and f16 rows (f16 -> f32 is exact, so an f16 head gets the same values as
+// through an f32 row).
+template <typename E, typename Load, typename Store>
+void rope_head(const rope_params & p, const float * tab, E * x, Load load, Store store) {
+    const int n_rot = p.n_rot, half = n_rot / 2;
+    if (p.mode == rope_mode::neox) {
+        for (int i = 0; i < half; i += 8) {
+            __m256 x0 = load(x + i), x1 = load(x + i + half);
+            rope_neox8(x0, x1, tab + i, tab + half + i);
+            store(x + i, x0);
+            store(x + i + half, x1);
+        }
+        return;
+    }
+    for (int i = 0; i < n_rot; i += 8) store(x + i, rope_norm8(load(x + i), tab + i, tab + n_rot + i));
+}
+
+inline __m256 ld16(const fp16_t * h) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *) h)); }
+inline void st16(fp16_t * h, __m256 v) { _mm_storeu_si128((__m128i *) h, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+
+// RoPE of one f32 head in place.
+void rope_f32(const rope_params & p, const float * tab, float * x) {
+    rope_head(p, tab, x, [](const float * v) { return _mm256_loadu_ps(v); },
+              [](float * v, __m256 r) { _mm256_storeu_ps(v, r); });
+}
+
+// RoPE of one f16 head in place, memory to memory (each 8 elements converted, rotated and converted back).
+void rope_f16(const rope_params & p, const float * tab, fp16_t * h) { rope_head(p, tab, h, ld16, st16); }
 
 float hmax(__m256 v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -183,27 +202,145 @@ void store_row(ggml_type t, const float * x, void * dst, int64_t n) {
     }
 }
 
+// The 32 elements of one q8_0 / q4_0 block as 4 vectors (simd_avx2.cpp q8_0_to_f32 / q4_0_to_f32 arithmetic).
+inline void dequant_block(const block_q8_0 & b, __m256 * v) {
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+    for (int c = 0; c < 4; ++c) {
+        const __m128i q = _mm_loadl_epi64((const __m128i *) (b.qs + 8 * c));
+        v[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    }
+}
+
+inline void dequant_block(const block_q4_0 & b, __m256 * v) {
+    const __m256 d = _mm256_set1_ps(_cvtsh_ss(b.d));
+    const __m128i m4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+    const __m128i q = _mm_loadu_si128((const __m128i *) b.qs);
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, m4), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), eight);
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int c = 0; c < 4; ++c) v[c] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[c])), d);
+}
+
+inline void bfly(__m256 & a, __m256 & b) {
+    const __m256 t = a;
+    a = _mm256_add_ps(t, b);
+    b = _mm256_sub_ps(t, b);
+}
+
+// The fwht stages h = 8 and 16 of 4 vectors holding 32 consecutive elements.
+inline void stages_8_16(__m256 * v) {
+    bfly(v[0], v[1]);
+    bfly(v[2], v[3]);
+    bfly(v[0], v[2]);
+    bfly(v[1], v[3]);
+}
+
+// The fwht stages h = 32 and 64 of vectors j, j+4, j+8, j+12 of a 128-element head (a, b, c, d).
+inline void stages_32_64(__m256 & a, __m256 & b, __m256 & c, __m256 & d) {
+    bfly(a, b);
+    bfly(c, d);
+    bfly(a, c);
+    bfly(b, d);
+}
+
+// One q8_0 / q4_0 head of 128 elements with a 128-point rotation and RoPE of all 128 dims: un-rotate (fwht), RoPE,
+// rotate (fwht), requantize, in five passes over x (128 floats, L1) instead of whole-row passes. 16 vectors would
+// fill AVX2's 16 registers, so each pass keeps 4 in registers through every butterfly stage they close (radix 4):
+//   1. per 32-element block: dequantize, scale, the first fwht's h = 1 .. 16;
+//   2. per vectors j, j+4, j+8, j+12: its h = 32, 64; RoPE; the second fwht's scale and h = 1 .. 4;
+//   3. per block: the second fwht's h = 8, 16;  4. per j, j+4, j+8, j+12: its h = 32, 64;  5. quantize.
+// Every butterfly, scale and rounding is the per-row path's (fwht_fixed, rope_*, quantize_*) in the same order: the
+// same bits. (Tried: the second fwht's stages reordered to need three passes, quantizing from registers: no
+// measurable change, 0.98-0.99 us per cell either way, so the bit-identical order stays.)
+template <typename Block>
+void head128_rotated(const rope_params & p, const float * tab, Block * blk, __m256 s, float * x) {
+    for (int b = 0; b < 4; ++b) {  // 1.
+        __m256 v[4];
+        dequant_block(blk[b], v);
+        for (auto & e : v) e = fwht_in_vector(_mm256_mul_ps(e, s));
+        stages_8_16(v);
+        for (int c = 0; c < 4; ++c) _mm256_storeu_ps(x + 32 * b + 8 * c, v[c]);
+    }
+    for (int j = 0; j < 4; ++j) {  // 2.
+        float * px[4] = {x + 8 * j, x + 8 * j + 32, x + 8 * j + 64, x + 8 * j + 96};
+        __m256 v[4];
+        for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(px[c]);
+        stages_32_64(v[0], v[1], v[2], v[3]);
+        if (p.mode == rope_mode::neox) {  // pairs (i, i + 64): vectors j and j+8, j+4 and j+12
+            rope_neox8(v[0], v[2], tab + 8 * j, tab + 64 + 8 * j);
+            rope_neox8(v[1], v[3], tab + 8 * j + 32, tab + 64 + 8 * j + 32);
+        } else {
+            for (int c = 0; c < 4; ++c) v[c] = rope_norm8(v[c], tab + (px[c] - x), tab + 128 + (px[c] - x));
+        }
+        for (int c = 0; c < 4; ++c) _mm256_storeu_ps(px[c], fwht_in_vector(_mm256_mul_ps(v[c], s)));
+    }
+    for (int b = 0; b < 4; ++b) {  // 3.
+        __m256 v[4];
+        for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(x + 32 * b + 8 * c);
+        stages_8_16(v);
+        for (int c = 0; c < 4; ++c) _mm256_storeu_ps(x + 32 * b + 8 * c, v[c]);
+    }
+    for (int j = 0; j < 4; ++j) {  // 4.
+        float * px[4] = {x + 8 * j, x + 8 * j + 32, x + 8 * j + 64, x + 8 * j + 96};
+        __m256 v[4];
+        for (int c = 0; c < 4; ++c) v[c] = _mm256_loadu_ps(px[c]);
+        stages_32_64(v[0], v[1], v[2], v[3]);
+        for (int c = 0; c < 4; ++c) _mm256_storeu_ps(px[c], v[c]);
+    }
+    if constexpr (std::is_same_v<Block, block_q8_0>) {  // 5.
+        quantize_q8_0(x, blk, 128);
+    } else {
+        quantize_q4_0(x, blk, 128);
+    }
+}
+
 }  // namespace
 
-void kshift_row(ggml_type t, void * row, int64_t n_head, int64_t head_dim, const rope_params & p, const float * cache,
+void kshift_tables(const rope_params & p, const float * cache, float * tab) {
+    const int n_rot = p.n_rot, half = n_rot / 2;
+    for (int i = 0; i < half; ++i) {
+        if (p.mode == rope_mode::neox) {
+            tab[i] = cache[2 * i];
+            tab[half + i] = cache[2 * i + 1];
+        } else {
+            tab[2 * i] = tab[2 * i + 1] = cache[2 * i];
+            tab[n_rot + 2 * i] = tab[n_rot + 2 * i + 1] = cache[2 * i + 1];
+        }
+    }
+}
+
+void kshift_row(ggml_type t, void * row, int64_t n_head, int64_t head_dim, const rope_params & p, const float * tab,
                 int rot_n, float * x) {
     const int64_t n = n_head * head_dim;
+    if (rot_n == 0 && t == ggml_type::f16) {
+        for (int64_t h = 0; h < n_head; ++h) rope_f16(p, tab, static_cast<fp16_t *>(row) + h * head_dim);
+        return;
+    }
+    if (rot_n == 0 && t == ggml_type::f32) {
+        for (int64_t h = 0; h < n_head; ++h) rope_f32(p, tab, static_cast<float *>(row) + h * head_dim);
+        return;
+    }
+    if (head_dim == 128 && rot_n == 128 && p.n_rot == 128) {
+        const __m256 s = _mm256_set1_ps(1.0f / std::sqrt(128.0f));  // as hadamard.cpp fwht
+        if (t == ggml_type::q8_0) {
+            for (int64_t h = 0; h < n_head; ++h) head128_rotated(p, tab, static_cast<block_q8_0 *>(row) + 4 * h, s, x);
+            return;
+        }
+        if (t == ggml_type::q4_0) {
+            for (int64_t h = 0; h < n_head; ++h) head128_rotated(p, tab, static_cast<block_q4_0 *>(row) + 4 * h, s, x);
+            return;
+        }
+    }
     float * v = t == ggml_type::f32 ? static_cast<float *>(row) : x;
     if (t != ggml_type::f32) load_row(t, row, v, n);
     const float scale = rot_n > 0 ? 1.0f / std::sqrt((float) rot_n) : 1.0f;  // as hadamard.cpp fwht
     for (int64_t i = 0; rot_n > 0 && i < n; i += rot_n) fwht(v + i, rot_n, scale);
-    for (int64_t h = 0; h < n_head; ++h) {
-        if (p.mode == rope_mode::neox) {
-            rope_neox(cache, p.n_rot, v + h * head_dim);
-        } else {
-            rope_norm(cache, p.n_rot, v + h * head_dim);
-        }
-    }
+    for (int64_t h = 0; h < n_head; ++h) rope_f32(p, tab, v + h * head_dim);
     for (int64_t i = 0; rot_n > 0 && i < n; i += rot_n) fwht(v + i, rot_n, scale);
     if (t != ggml_type::f32) store_row(t, v, row, n);
 }
 
 }  // namespace kvsim::cpu::avx2
 
-#pragma GCC pop_options
+KVSIM_TARGET_END
 #endif  // KVSIM_X86

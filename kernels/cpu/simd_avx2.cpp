@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C bodies of the CPU vector helpers (simd.h), compiled for AVX2 whatever the build's -march
-// inside a `#pragma GCC target` region after every include (see fa_group_avx512.cpp); simd.cpp calls them only
+// inside a target region (isa_target.h) after every include (see fa_group_avx512.cpp); simd.cpp calls them only
 // when cpu_isa_supported(cpu_isa::avx2).
 #include "cpu/simd_isa.h"
 
@@ -9,8 +9,7 @@
 
 #include "quant.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
+KVSIM_TARGET_BEGIN("avx2,fma,f16c")
 
 namespace kvsim::cpu::avx2 {
 
@@ -184,6 +183,6 @@ void tile_pv_f32(float * acc, const float * p, const float * v, int64_t v_stride
 
 }  // namespace kvsim::cpu::avx2
 
-#pragma GCC pop_options
+KVSIM_TARGET_END
 
 #endif  // KVSIM_X86

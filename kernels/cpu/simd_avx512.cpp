@@ -1,5 +1,5 @@
 // AVX-512 bodies of the CPU vector helpers (simd.h), compiled for AVX-512 whatever the build's -march inside a
-// `#pragma GCC target` region after every include (see fa_group_avx512.cpp); simd.cpp calls them only when
+// target region (isa_target.h) after every include (see fa_group_avx512.cpp); simd.cpp calls them only when
 // cpu_isa_supported(cpu_isa::avx512).
 #include "cpu/simd_isa.h"
 
@@ -10,10 +10,11 @@
 #include "quant.h"
 
 // GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
+#if !defined(__clang__)  // GCC's warnings; clang does not know them
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")
+#endif
+KVSIM_TARGET_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")
 
 namespace kvsim::cpu::avx512 {
 
@@ -169,6 +170,6 @@ void tile_pv_f32(float * acc, const float * p, const float * v, int64_t v_stride
 
 }  // namespace kvsim::cpu::avx512
 
-#pragma GCC pop_options
+KVSIM_TARGET_END
 
 #endif  // KVSIM_X86
