@@ -6,53 +6,124 @@
 
 namespace kvsim {
 
-device_profile device_preset(const std::string & name) {
-    if (name == "h200") return {"h200", 4800.0, 989.0};
-    if (name == "h100") return {"h100", 3350.0, 989.0};
-    if (name == "a100") return {"a100", 2039.0, 312.0};
-    if (name == "cpu") return {"cpu", 67.0, 0.4};
-    throw std::invalid_argument("unknown device '" + name + "' (expected h200, h100, a100, cpu)");
-}
-
 static double attn_flops(const model_shape & m, const ubatch_work & w) {
     return 4.0 * w.n_tokens * (double) w.n_kv * m.n_head * m.head_dim * w.n_layer;
 }
 
-double step_time_model::attention_seconds(const ubatch_work & w) const {
-    const double bytes = (double) w.n_kv * w.n_stream * w.bytes_per_cell_layer * w.n_layer;
-    return std::max(bytes / (device.bandwidth_gbs * 1e9), attn_flops(model, w) / (device.peak_tflops * 1e12));
+static double kv_bytes(const ubatch_work & w) {
+    return (double) w.n_kv * w.n_stream * w.bytes_per_cell_layer * w.n_layer;
 }
 
-double step_time_model::seconds(const std::vector<std::vector<ubatch_work>> & ubatches) const {
-    double t = 0;
-    for (const auto & per_cache : ubatches) {
-        if (per_cache.empty()) continue;
-        double bytes = model.n_params * weight_bytes_per_param;
-        double flops = 2.0 * model.n_params * per_cache.front().n_tokens;
-        double attn_measured = 0;
-        for (const auto & w : per_cache) {
-            const double kv = (double) w.n_kv * w.n_stream * w.bytes_per_cell_layer * w.n_layer;
-            if (measured_s_per_kv_byte > 0) {
-                attn_measured += kv * measured_s_per_kv_byte;
-            } else {
-                bytes += kv;
-                flops += attn_flops(model, w);
-            }
+const weight_bytes & step_time_model::weight_sizes() const {
+    if (!weights_cache_) weights_cache_ = model_weight_bytes(model, weights ? *weights : parse_weight_file_type("f16"));
+    return *weights_cache_;
+}
+
+double step_time_model::attention_seconds(const ubatch_work & w) const {
+    return std::max(kv_bytes(w) / (device.bandwidth_gbs * 1e9), attn_flops(model, w) / (device.peak_tflops * 1e12));
+}
+
+ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) const {
+    ubatch_terms t;
+    if (per_cache.empty()) return t;
+    const weight_bytes & wb = weight_sizes();
+    const ubatch_work & first = per_cache.front();
+    const double n_out = first.n_outputs ? first.n_outputs : first.n_tokens;
+    t.n_tokens = first.n_tokens;
+    t.weight_bytes = wb.read_per_ubatch();
+    t.dense_flops = 2.0 * wb.dense_params * first.n_tokens + 2.0 * wb.output_params * n_out;
+    const bool visible = device.attention_cells == "visible";
+    for (const auto & w : per_cache) {
+        if (visible) {
+            t.kv_bytes += w.visible * (double) w.bytes_per_cell_layer * w.n_layer;
+            t.attn_flops += 4.0 * w.visible * model.n_head * model.head_dim * w.n_layer;
+        } else {
+            t.kv_bytes += kv_bytes(w);
+            t.attn_flops += attn_flops(model, w);
         }
-        t += std::max(bytes / (device.bandwidth_gbs * 1e9), flops / (device.peak_tflops * 1e12)) + attn_measured;
     }
     return t;
 }
 
-std::string step_time_model::describe() const {
+double step_time_model::ubatch_seconds(const std::vector<ubatch_work> & per_cache) const {
+    if (per_cache.empty()) return 0;
+    return seconds_of(terms(per_cache));
+}
+
+double step_time_model::seconds_of(const ubatch_terms & t) const {
+    double bytes = t.weight_bytes, flops = t.dense_flops, attn = 0;
     if (measured_s_per_kv_byte > 0) {
-        return fmt::format("dense part: roofline max(weights {:.2f} GB / {:.0f} GB/s, FLOPs / {:.1f} TFLOP/s) on {}; "
-                           "attention part: measured kernel time, {:.3f} ns per K/V KiB read (all layers)",
-                           model.n_params * weight_bytes_per_param / 1e9, device.bandwidth_gbs, device.peak_tflops,
-                           device.name, measured_s_per_kv_byte * 1e9 * 1024);
+        attn = t.kv_bytes * measured_s_per_kv_byte;
+    } else if (device.attention_linear()) {
+        attn = t.kv_bytes * device.attn_s_per_kv_byte + t.attn_flops * device.attn_s_per_flop;
+    } else {
+        bytes += t.kv_bytes;
+        flops += t.attn_flops;
     }
-    return fmt::format("roofline per ubatch: max((weights {:.2f} GB + K/V read) / {:.0f} GB/s, FLOPs / {:.1f} TFLOP/s) on {}",
-                       model.n_params * weight_bytes_per_param / 1e9, device.bandwidth_gbs, device.peak_tflops, device.name);
+    const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.weight_read_fraction);
+    const double compute = flops / (device.peak_tflops * 1e12 * device.gemm_fraction_at(t.n_tokens));
+    return std::max(mem, compute) + attn + device.ubatch_overhead_s + model.n_layer * device.layer_overhead_s;
+}
+
+double step_time_model::seconds(const std::vector<std::vector<ubatch_work>> & ubatches) const {
+    double t = 0;
+    for (const auto & per_cache : ubatches) t += ubatch_seconds(per_cache);
+    return t;
+}
+
+std::string step_time_model::describe() const {
+    const double gb = weight_sizes().read_per_ubatch() / 1e9;
+    std::string extra;
+    if (device.weight_read_fraction != 1.0 || device.gemm_fraction.size() > 1 || device.gemm_fraction.front().second != 1.0) {
+        std::string g;
+        for (const auto & [tokens, f] : device.gemm_fraction) g += fmt::format("{}{:.3f} at {:g} tokens", g.empty() ? "" : ", ", f, tokens);
+        extra += fmt::format(", achieved fractions: weight reads {:.3f}, GEMMs {}", device.weight_read_fraction, g);
+    }
+    if (device.ubatch_overhead_s > 0 || device.layer_overhead_s > 0) {
+        extra += fmt::format(", overhead {:.1f} us per ubatch + {:.2f} us per layer", device.ubatch_overhead_s * 1e6,
+                             device.layer_overhead_s * 1e6);
+    }
+    const std::string dense = fmt::format("max(weights {:.3f} GB ({}) / {:.0f} GB/s, FLOPs / {:.2f} TFLOP/s)", gb, weights_name(),
+                                          device.bandwidth_gbs, device.peak_tflops);
+    if (measured_s_per_kv_byte > 0) {
+        return fmt::format("dense part: {} on {} ({}){}; attention part: measured kernel time, {:.3f} ns per K/V KiB read (all layers)",
+                           dense, device.name, device.source, extra, measured_s_per_kv_byte * 1e9 * 1024);
+    }
+    if (device.attention_linear()) {
+        return fmt::format("per ubatch: {} + attention ({:.3f} ns per K/V KiB, {:.3f} ns per MFLOP) on {} ({}){}", dense,
+                           device.attn_s_per_kv_byte * 1e9 * 1024, device.attn_s_per_flop * 1e15, device.name, device.source, extra);
+    }
+    return fmt::format("roofline per ubatch: max((weights {:.3f} GB ({}) + K/V read) / {:.0f} GB/s, FLOPs / {:.2f} TFLOP/s) on {} ({}){}",
+                       gb, weights_name(), device.bandwidth_gbs, device.peak_tflops, device.name, device.source, extra);
+}
+
+ubatch_work_collector::ubatch_work_collector(const context & ctx) : first_cache_(ctx.memory().caches().front()) {
+    const auto & m = ctx.model();
+    bytes_ = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
+    n_swa_layers_ = m.n_layer_swa();
+    n_layer_ = m.n_layer;
+    iswa_ = ctx.memory().caches().size() > 1;
+}
+
+void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) {
+    if (&c == first_cache_) work.emplace_back();
+    const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
+    work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub)});
+}
+
+double ubatch_visible_cells(const kv_cache & c, const ubatch & ub) {
+    const uint32_t n_swa = c.params().swa == swa_type::standard ? c.params().n_swa : 0;
+    double sum = 0;
+    for (const llama_seq_id s : ub.seq_id_unq) {
+        uint32_t n = 0;
+        for (uint32_t t = 0; t < ub.n_tokens; ++t) n += ub.seq_id[t][0] == s;
+        const double cells = (double) c.cells(c.seq_to_stream(s)).seq_n_cells(s);
+        for (uint32_t j = 0; j < n; ++j) {
+            const double v = std::max(0.0, cells - j);   // the j-th newest token sees all but the j newer ones
+            sum += n_swa ? std::min<double>(v, n_swa) : v;
+        }
+    }
+    return sum;
 }
 
 }  // namespace kvsim

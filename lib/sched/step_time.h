@@ -1,26 +1,19 @@
-// Simulated time of a llama_decode step: a roofline estimate per ubatch from the model shape and
-// a device profile (weights + KV bytes over memory bandwidth vs FLOPs over peak compute).
-// Measured attention kernel times can replace the attention part (see replace_attention).
+// Simulated time of a llama_decode step, per ubatch, from the model's weights (sched/weight_types.h:
+// bytes per tensor group for the GGUF file type), the ubatch's placement (tokens, n_kv, streams)
+// and a device profile (sched/device_profile.h). Formula and units: docs/time-model.md.
+// Measured attention kernel times can replace the attention part (measured_s_per_kv_byte).
 #pragma once
 
+#include "kv/context.h"
 #include "model/model.h"
+#include "sched/device_profile.h"
+#include "sched/weight_types.h"
 
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace kvsim {
-
-struct device_profile {
-    std::string name = "h200";
-    double bandwidth_gbs = 4800.0;   // HBM bandwidth, GB/s (1e9 bytes/s)
-    double peak_tflops = 989.0;      // dense bf16 tensor-core peak, TFLOP/s
-};
-
-// h200 (4800 GB/s, 989 TFLOP/s), h100 (SXM: 3350, 989), a100 (80 GB SXM: 2039, 312),
-// cpu (this kind of 2-vCPU machine: 67 GB/s measured STREAM read, 0.4 TFLOP/s fp32 AVX-512).
-// Vendor datasheet numbers, not measured here. Throws std::invalid_argument for other names.
-device_profile device_preset(const std::string & name);
 
 // Work of one ubatch in one cache, as placed.
 struct ubatch_work {
@@ -29,24 +22,75 @@ struct ubatch_work {
     uint32_t n_stream = 1;    // streams the ubatch spans
     uint32_t n_layer = 0;     // layers backed by this cache
     size_t bytes_per_cell_layer = 0;
+    uint32_t n_outputs = 0;   // rows the output matrix computes (logits); 0 = unknown: n_tokens
+    double visible = 0;       // sum over the ubatch's tokens of the cells each one sees (ubatch_visible_cells)
+};
+
+// Sum over the ubatch's tokens of the cells of their sequence each one attends to (causal, and
+// within the window on a standard-SWA cache), assuming the tokens are their sequences' newest
+// positions (llama-server, llama-bench): a sequence holding N cells after the placement, with n
+// tokens in the ubatch, gives N + (N - 1) + ... + (N - n + 1). ggml's CPU flash attention skips
+// masked cells (ggml-cpu/ops.cpp: ggml_compute_forward_flash_attn_ext_f16_one_chunk), so this,
+// not n_kv, is its work in a cache shared by several sequences. O(n_tokens).
+double ubatch_visible_cells(const kv_cache & c, const ubatch & ub);
+
+// The dense and attention quantities of one ubatch (all caches), before a device turns them into time.
+struct ubatch_terms {
+    double n_tokens = 0;
+    double weight_bytes = 0;   // weights read (sched/weight_types.h: read_per_ubatch)
+    double dense_flops = 0;    // 2 * dense_params * n_tokens + 2 * output_params * n_outputs
+    double kv_bytes = 0;       // K/V read: n_kv * n_stream * bytes_per_cell_layer * n_layer, all caches
+    double attn_flops = 0;     // 4 * n_tokens * n_kv * n_head * head_dim * n_layer, all caches
+    // (device attention_cells "visible": visible * bytes_per_cell_layer * n_layer and
+    //  4 * visible * n_head * head_dim * n_layer instead)
 };
 
 struct step_time_model {
     device_profile device;
     model_shape model;
-    double weight_bytes_per_param = 2.0;   // f16/bf16 weights
+    const weight_file_type * weights = nullptr;   // GGUF file type; nullptr = f16
     // When > 0, the attention part of a ubatch is this many seconds per K/V byte read (fitted
-    // from measured kernel times), added to the dense part's roofline, instead of the roofline.
+    // from measured kernel times), added to the dense part, instead of the device's terms.
     double measured_s_per_kv_byte = 0;
 
-    // Seconds for one forward pass over the ubatches of one decode call (one entry per cache
-    // per ubatch; the weights are read once per ubatch, counted on the first cache's entry).
-    // Roofline per ubatch: max(bytes / bandwidth, flops / peak); bytes = weights + K/V read;
-    // flops = 2 * n_params * n_tokens + 4 * n_tokens * n_kv * n_head * head_dim per layer.
+    // Seconds for one forward pass over the ubatches of one decode call (one entry per cache per
+    // ubatch; the weights are read once per ubatch). Per ubatch:
+    //   max(weight_bytes / (bandwidth * weight_read_fraction), dense_flops / (peak * gemm_fraction(n_tokens)))
+    //   + attention + ubatch_overhead_s + n_layer * layer_overhead_s
+    // attention: kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop when the device
+    // has those terms; else (roofline) K/V bytes join the weight bytes and attention FLOPs the
+    // dense FLOPs inside the max.
     double seconds(const std::vector<std::vector<ubatch_work>> & ubatches) const;
+    double ubatch_seconds(const std::vector<ubatch_work> & per_cache) const;
+    ubatch_terms terms(const std::vector<ubatch_work> & per_cache) const;
+    // ubatch_seconds from the terms (the calibration evaluates fitted profiles through this).
+    double seconds_of(const ubatch_terms & t) const;
     // The attention part alone (K/V bytes over bandwidth vs attention FLOPs over peak).
     double attention_seconds(const ubatch_work & w) const;
+    const weight_bytes & weight_sizes() const;
+    std::string weights_name() const { return weights ? weights->name : "f16"; }
     std::string describe() const;
+
+    // Cache of weight_sizes() (public only so the struct stays an aggregate: {device, model, weights});
+    // model and weights must not change after the first call.
+    mutable std::optional<weight_bytes> weights_cache_{};
+};
+
+// Collects the ubatch_work of each placement of a decode call (decode_observer::on_apply; one
+// inner vector per ubatch, one entry per cache), for the step-time model. n_outputs is the
+// ubatch's distinct sequences (one logits row per sequence: llama-bench's and llama-server's
+// prompt chunks and generated tokens).
+class ubatch_work_collector : public decode_observer {
+public:
+    explicit ubatch_work_collector(const context & ctx);
+    void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override;
+    std::vector<std::vector<ubatch_work>> work;
+
+private:
+    const kv_cache * first_cache_;
+    size_t bytes_ = 0;
+    uint32_t n_swa_layers_ = 0, n_layer_ = 0;
+    bool iswa_ = false;
 };
 
 }  // namespace kvsim

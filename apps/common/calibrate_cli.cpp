@@ -1,0 +1,120 @@
+#include "common/calibrate_cli.h"
+
+#include "common/replay_cli.h"
+#include "replay/replay_options.h"
+#include "sched/calibrate.h"
+#include "util/atomic_file.h"
+#include "core/errors.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace kvsim {
+
+void calibrate_cli::add_to(CLI::App & cmd) {
+    cmd.add_option("bench", files, "llama-bench results (llama-bench -o json ... > bench.json), one or more files")->required();
+    cmd.add_option("--model", model_name, "Model preset the results were measured on: " +
+                                              fmt::format("{}", fmt::join(model_preset_names(), ", ")))
+        ->required();
+    cmd.add_option("--weights", weights, "GGUF file type (default: read from the results' model_type): " +
+                                             fmt::format("{}", fmt::join(weight_file_type_names(), ", ")));
+    cmd.add_option("--device", device, "Base profile whose bandwidth and peak the fitted fractions refer to: a shipped name, "
+                                        "host or a profile file")
+        ->capture_default_str();
+    cmd.add_option("-t,--threads", threads, "Threads of --device host's read probe (0 = all cores)")
+        ->check(CLI::Range(0, 1024))   // as kvsim replay -t: 100000 threads ended in std::terminate
+        ->capture_default_str();
+    cmd.add_option("-o,--out", out, "Write the fitted profile here (JSON, for kvsim replay --device FILE); default: print it");
+    cmd.add_option("--name", name, "Name of the fitted profile")->capture_default_str();
+    cmd.add_option("--attention-cells", attention_cells, "Charge attention for every cell up to n_kv (GPU kernels) or for the "
+                                                         "cells each token sees (visible: ggml's CPU flash attention skips masked "
+                                                         "cells); default: the base profile's (n_kv)")
+        ->check(CLI::IsMember({"n_kv", "visible"}));
+    cmd.add_flag("--predict", predict, "Fit nothing: predict every result with the --device profile and print the errors "
+                                       "(held-out results, or a shipped profile against published numbers)");
+}
+
+int calibrate_cli::run(std::ostream & term) {
+    model_shape m;
+    const weight_file_type * wt = nullptr;
+    try {
+        m = model_preset(model_name);
+        if (!weights.empty()) wt = &parse_weight_file_type(weights);
+    } catch (const std::invalid_argument & e) {
+        throw usage_error(e.what());
+    }
+    // -o over an input (or the --device profile) would replace the measurements with the fit
+    if (!out.empty()) {
+        std::error_code ec;
+        std::vector<std::string> inputs = files;
+        inputs.push_back(device);
+        for (const auto & f : inputs) {
+            if (f == out || std::filesystem::equivalent(f, out, ec)) {
+                throw usage_error(fmt::format("-o {} is an input ({}); write the profile to another file", out, f));
+            }
+        }
+    }
+    // every file is read and checked before any work or output
+    std::vector<bench_point> points;
+    for (const auto & f : files) {
+        auto v = read_llama_bench(f);
+        points.insert(points.end(), v.begin(), v.end());
+    }
+    device_profile base = resolve_device(device, threads);
+    if (!attention_cells.empty()) base.attention_cells = attention_cells;
+    if (predict) {
+        if (!out.empty()) throw usage_error("--predict fits nothing, so there is no profile to write with -o");
+        const calibration_result r = predict_bench(points, m, wt, base);
+        term << fmt::format("kvsim calibrate --predict: {} llama-bench results of {} ({} weights) on profile {} ({})\n", points.size(),
+                            m.name, r.weights->name, base.name, base.source);
+        print_calibration(term, r);
+        return EXIT_OK;
+    }
+    calibration_result r = calibrate(points, m, wt, base);
+    r.profile.name = name;
+    nlohmann::json j = device_profile_json(r.profile);
+    nlohmann::json src = nlohmann::json::array();
+    for (const auto & f : files) src.push_back(f);
+    std::vector<double> errs;
+    for (const auto & p : r.points) errs.push_back(p.error());
+    j["calibration"] = {{"model", m.name}, {"weights", r.weights->name}, {"files", src}, {"results", r.points.size()},
+                        {"base_device", base.name}, {"notes", r.notes}};
+    // the profile must load back (kvsim replay --device FILE): a fit outside parse_device_profile's
+    // ranges is refused here, not by a later replay
+    double max_fraction = r.profile.weight_read_fraction;
+    for (const auto & g : r.profile.gemm_fraction) max_fraction = std::max(max_fraction, g.second);
+    if (max_fraction > 10) {   // e.g. GPU results fitted against the default --device cpu
+        throw usage_error(fmt::format("kvsim calibrate: the fit reaches {:.3g}x the peak of --device {} ({:g} GB/s, {:g} TFLOP/s): "
+                                      "the results are from a much faster machine; pass its profile (--device NAME|FILE|host)",
+                                      max_fraction, device, base.bandwidth_gbs, base.peak_tflops));
+    }
+    try {
+        (void) parse_device_profile(device_profile_json(r.profile), "the fitted profile");
+    } catch (const input_error & e) {
+        throw usage_error(fmt::format("kvsim calibrate: {}; the results do not look like one model on one machine", e.what()));
+    }
+    term << fmt::format("kvsim calibrate: {} llama-bench results of {} ({} weights), base profile {} ({:.1f} GB/s, {:.2f} TFLOP/s)\n",
+                        points.size(), m.name, r.weights->name, base.name, base.bandwidth_gbs, base.peak_tflops);
+    print_calibration(term, r);
+    const auto & d = r.profile;
+    std::string gemms;
+    for (const auto & [tokens, f] : d.gemm_fraction) {
+        gemms += fmt::format("{}{:.3f} TFLOP/s ({:.3f}) at {:g} tokens", gemms.empty() ? "" : ", ", f * d.peak_tflops, f, tokens);
+    }
+    term << fmt::format("fitted: weight reads {:.1f} GB/s ({:.3f} of {:.1f}); GEMMs {}; {:.1f} us per ubatch; attention {:.4f} ns "
+                        "per K/V KiB + {:.4f} ns per MFLOP\n",
+                        d.weight_read_fraction * d.bandwidth_gbs, d.weight_read_fraction, d.bandwidth_gbs, gemms,
+                        d.ubatch_overhead_s * 1e6, d.attn_s_per_kv_byte * 1e9 * 1024, d.attn_s_per_flop * 1e15);
+    if (out.empty()) {
+        term << j.dump(2) << '\n';
+    } else {
+        atomic_file f(out);
+        f.out() << j.dump(2) << '\n';
+        f.commit();
+        term << "kvsim: wrote " << out << '\n';
+    }
+    return EXIT_OK;
+}
+
+}  // namespace kvsim

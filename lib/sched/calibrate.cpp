@@ -1,0 +1,444 @@
+#include "sched/calibrate.h"
+
+#include "kv/context.h"
+#include "core/errors.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace kvsim {
+
+namespace {
+using json = nlohmann::json;
+
+[[noreturn]] void bad_field(const std::string & file, size_t index, const char * field, const std::string & value, const std::string & why) {
+    throw input_error(file, 0, value, fmt::format("entry {}: field {} {}", index, field, why));
+}
+
+const json & field(const json & o, const std::string & file, size_t index, const char * name) {
+    if (!o.contains(name)) bad_field(file, index, name, "", "is missing");
+    return o[name];
+}
+
+// A whole number in [min, max]; max keeps the casts to uint32_t / int exact (no wrap to 0).
+double int_field(const json & o, const std::string & file, size_t index, const char * name, double min, double max) {
+    const json & v = field(o, file, index, name);
+    if (!v.is_number_integer() && !v.is_number_unsigned()) bad_field(file, index, name, v.dump(), "must be a whole number");
+    const double d = v.get<double>();
+    if (d < min || d > max) bad_field(file, index, name, v.dump(), fmt::format("must be in [{:.0f}, {:.0f}]", min, max));
+    return d;
+}
+
+// Tokens one result may put in its context (n_depth + n_prompt + n_gen): every token is decoded
+// through the cache model, so a hostile 2^29 would take minutes and tens of GB; 2^20 covers
+// llama-bench -d 1048576 and runs in seconds.
+constexpr double k_max_bench_tokens = 1 << 20;
+constexpr double k_u32 = 4294967295.0;
+
+std::string string_field(const json & o, const std::string & file, size_t index, const char * name) {
+    const json & v = field(o, file, index, name);
+    if (!v.is_string()) bad_field(file, index, name, v.dump(), "must be a string");
+    return v.get<std::string>();
+}
+
+bench_point parse_point(const json & o, const std::string & file, size_t index) {
+    if (!o.is_object()) throw input_error(file, 0, o.dump().substr(0, 40), fmt::format("entry {} is not a JSON object", index));
+    bench_point p;
+    p.file = file;
+    p.index = index;
+    p.model_type = string_field(o, file, index, "model_type");
+    p.model_size = int_field(o, file, index, "model_size", 1, 1e18);
+    p.model_n_params = int_field(o, file, index, "model_n_params", 1, 1e18);
+    p.n_batch = (uint32_t) int_field(o, file, index, "n_batch", 1, k_u32);
+    p.n_ubatch = (uint32_t) int_field(o, file, index, "n_ubatch", 1, k_u32);
+    p.n_threads = (int) int_field(o, file, index, "n_threads", 0, 65536);
+    p.type_k = string_field(o, file, index, "type_k");
+    p.type_v = string_field(o, file, index, "type_v");
+    const json & fa = field(o, file, index, "flash_attn");
+    if (fa.is_boolean()) p.flash_attn = fa.get<bool>() ? 1 : 0;   // llama-bench before the auto mode wrote a bool
+    else p.flash_attn = (int) int_field(o, file, index, "flash_attn", -1, 1);   // llama_flash_attn_type: auto -1, off 0, on 1
+    p.n_prompt = (uint32_t) int_field(o, file, index, "n_prompt", 0, k_max_bench_tokens);
+    p.n_gen = (uint32_t) int_field(o, file, index, "n_gen", 0, k_max_bench_tokens);
+    p.n_depth = (uint32_t) int_field(o, file, index, "n_depth", 0, k_max_bench_tokens);
+    if (p.n_prompt + p.n_gen == 0) bad_field(file, index, "n_prompt", "0", "and n_gen are both 0: nothing was timed");
+    if ((double) p.n_prompt + p.n_gen + p.n_depth > k_max_bench_tokens) {
+        bad_field(file, index, "n_depth", fmt::format("{}+{}+{}", p.n_depth, p.n_prompt, p.n_gen),
+                  fmt::format("+ n_prompt + n_gen exceed {:.0f} tokens, more than kvsim calibrate replays per result", k_max_bench_tokens));
+    }
+    // 1e15 ns = 11.6 days: beyond it avg_ns is not a benchmark time (and 2^64-1 is a wrapped counter)
+    p.avg_s = int_field(o, file, index, "avg_ns", 1, 1e15) * 1e-9;
+    p.stddev_s = int_field(o, file, index, "stddev_ns", 0, 1e15) * 1e-9;
+    return p;
+}
+
+// The tensors a point's ubatch touches, from a context shaped as llama-bench's.
+context_params bench_context(const bench_point & p) {
+    context_params cp;
+    cp.n_ctx = p.n_prompt + p.n_gen + p.n_depth;
+    cp.n_seq_max = 1;
+    cp.n_batch = p.n_batch;
+    cp.n_ubatch = std::min(p.n_ubatch, p.n_batch);
+    try {
+        cp.type_k = parse_ggml_type(p.type_k);
+        cp.type_v = parse_ggml_type(p.type_v);
+    } catch (const std::invalid_argument & e) {
+        bad_field(p.file, p.index, "type_k", p.type_k + "/" + p.type_v, std::string("names a cache type kvsim does not model: ") + e.what());
+    }
+    cp.flash_attn = p.flash_attn != 0;
+    return cp;
+}
+
+// llama-bench test_prompt: n tokens in n_batch chunks from position pos, one sequence.
+void decode_prompt(context & ctx, uint32_t n, uint32_t n_batch, llama_pos & pos, decode_observer * obs, const bench_point & p) {
+    for (uint32_t done = 0; done < n;) {
+        const uint32_t k = std::min(n - done, n_batch);
+        llama_batch_in b;
+        for (uint32_t i = 0; i < k; ++i) b.add(pos++, {0});
+        if (ctx.decode(b, obs) != DECODE_OK) bad_field(p.file, p.index, "n_depth", std::to_string(p.n_depth), "does not fit the context");
+        done += k;
+    }
+}
+
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const double x = q * (double) (v.size() - 1);
+    const size_t i = (size_t) x;
+    return i + 1 < v.size() ? v[i] + (v[i + 1] - v[i]) * (x - (double) i) : v[i];
+}
+}  // namespace
+
+std::string bench_point::test_name() const {
+    std::string s = n_prompt && n_gen ? fmt::format("pp{}+tg{}", n_prompt, n_gen) : n_prompt ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
+    if (n_depth) s += fmt::format(" @ d{}", n_depth);
+    return s;
+}
+
+std::vector<bench_point> read_llama_bench(const std::string & path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw input_error(path, 0, "", "is a directory, not a llama-bench file");
+    std::ifstream in(path);
+    if (!in) throw input_error(path, 0, "", "cannot open the llama-bench file");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw input_error(path, 0, "", "cannot read the llama-bench file");
+    const std::string text = ss.str();
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw input_error(path, 0, "", "is empty (no llama-bench results)");
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::parse_error & e) {
+        // -o jsonl: one object per line
+        j = json::array();
+        std::istringstream lines(text);
+        std::string line;
+        long n = 0;
+        while (std::getline(lines, line)) {
+            ++n;
+            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+            try {
+                j.push_back(json::parse(line));
+            } catch (const json::parse_error & le) {
+                // earlier lines parsed: a JSONL file with one bad line, so name that line
+                if (!j.empty()) throw input_error(path, n, line.substr(0, 40), fmt::format("not JSON (llama-bench -o jsonl): {}", le.what()));
+                throw input_error(path, 0, "", fmt::format("not JSON (llama-bench -o json or -o jsonl): {}", e.what()));
+            }
+        }
+    }
+    if (!j.is_array()) throw input_error(path, 0, "", "not a llama-bench result: expected a JSON array of objects (llama-bench -o json)");
+    if (j.empty()) throw input_error(path, 0, "", "holds no llama-bench results (an empty array)");
+    std::vector<bench_point> v;
+    for (size_t i = 0; i < j.size(); ++i) v.push_back(parse_point(j[i], path, i));
+    return v;
+}
+
+const weight_file_type & bench_weight_type(const bench_point & p, const weight_file_type * given) {
+    std::string t = p.model_type;
+    const std::string guessed = "(guessed) ";
+    if (const size_t g = t.find(guessed); g != std::string::npos) t.erase(g, guessed.size());
+    const weight_file_type * found = nullptr;
+    size_t best = 0;
+    for (const auto & name : weight_file_type_names()) {
+        const weight_file_type & f = parse_weight_file_type(name);
+        const std::string fn = f.ftype_name;
+        if (t.size() >= fn.size() + 1 && t.compare(t.size() - fn.size(), fn.size(), fn) == 0 && t[t.size() - fn.size() - 1] == ' ' &&
+            fn.size() > best) {
+            found = &f;
+            best = fn.size();
+        }
+    }
+    if (!found) {
+        bad_field(p.file, p.index, "model_type", p.model_type,
+                  fmt::format("does not end in a weight type kvsim knows ({})", fmt::join(weight_file_type_names(), ", ")));
+    }
+    if (given && given != found) {
+        bad_field(p.file, p.index, "model_type", p.model_type,
+                  fmt::format("says the weights are {}, not --weights {}", found->name, given->name));
+    }
+    return *found;
+}
+
+void check_bench_model(const bench_point & p, const model_shape & m, const weight_file_type & ft) {
+    const weight_bytes w = model_weight_bytes(m, ft);
+    if (std::abs(p.model_n_params / w.n_params - 1) > 0.02) {
+        bad_field(p.file, p.index, "model_n_params", fmt::format("{:.0f}", p.model_n_params),
+                  fmt::format("is not model {}'s ({:.0f} parameters): a result of another model", m.name, w.n_params));
+    }
+    if (std::abs(p.model_size / w.file_bytes() - 1) > 0.03) {
+        bad_field(p.file, p.index, "model_size", fmt::format("{:.0f}", p.model_size),
+                  fmt::format("is not model {} in {} ({:.0f} bytes expected, llama-quantize's tensor types)", m.name, ft.name,
+                              w.file_bytes()));
+    }
+}
+
+std::vector<ubatch_terms> bench_point_ubatches(const bench_point & p, const step_time_model & tm) {
+    context ctx(tm.model, bench_context(p));
+    ubatch_work_collector col(ctx);
+    llama_pos pos = 0;
+    decode_prompt(ctx, p.n_depth, ctx.sizes().n_batch, pos, nullptr, p);   // untimed (or restored from a saved state)
+    decode_prompt(ctx, p.n_prompt, ctx.sizes().n_batch, pos, &col, p);
+    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(ctx, 1, 1, pos, &col, p);
+    std::vector<ubatch_terms> v;
+    for (const auto & w : col.work) v.push_back(tm.terms(w));
+    return v;
+}
+
+namespace {
+// The fitted terms: seconds per weight byte (memory-bound ubatches), per ubatch, per K/V byte,
+// per attention FLOP, then seconds per dense FLOP for each ubatch size (compute-bound ubatches).
+enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_GEMM0 };
+const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_overhead_s", "attn_s_per_kv_byte", "attn_s_per_flop"};
+
+struct fit_state {
+    std::vector<double> x;          // T_GEMM0 + sizes.size() terms
+    std::vector<bool> active;
+    std::vector<double> sizes;      // distinct tokens per ubatch, ascending
+    size_t gemm_of(double n_tokens) const {
+        return T_GEMM0 + (size_t) (std::lower_bound(sizes.begin(), sizes.end(), n_tokens) - sizes.begin());
+    }
+    bool memory_bound(const ubatch_terms & t) const { return t.weight_bytes * x[T_WEIGHTS] >= t.dense_flops * x[gemm_of(t.n_tokens)]; }
+    std::string name(size_t k) const {
+        return k < T_GEMM0 ? k_term_names[k] : fmt::format("gemm_fraction at {:g} tokens", sizes[k - T_GEMM0]);
+    }
+    // A size without compute-bound ubatches takes the fraction the profile will give it
+    // (device_profile::gemm_fraction_at over the fitted sizes), so the branches stay consistent.
+    void fill_inactive_sizes(double peak) {
+        device_profile d;
+        d.gemm_fraction.clear();
+        for (size_t k = T_GEMM0; k < x.size(); ++k) {
+            if (active[k]) d.gemm_fraction.emplace_back(sizes[k - T_GEMM0], 1.0 / (x[k] * peak));
+        }
+        if (d.gemm_fraction.empty()) return;
+        for (size_t k = T_GEMM0; k < x.size(); ++k) {
+            if (!active[k]) x[k] = 1.0 / (d.gemm_fraction_at(sizes[k - T_GEMM0]) * peak);
+        }
+    }
+};
+
+// Least squares of the active terms on relative error (rows divided by the measured time);
+// false when the active columns are rank-deficient.
+bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, fit_state & s,
+           const std::vector<bool> & branch_mem) {
+    std::vector<size_t> cols;
+    for (size_t k = 0; k < s.x.size(); ++k) {
+        if (s.active[k]) cols.push_back(k);
+    }
+    Eigen::MatrixXd A((Eigen::Index) pts.size(), (Eigen::Index) cols.size());
+    Eigen::VectorXd b((Eigen::Index) pts.size());
+    size_t ub = 0;
+    for (size_t i = 0; i < pts.size(); ++i) {
+        std::vector<double> row(s.x.size(), 0.0);
+        for (const auto & t : pts[i]) {
+            if (branch_mem[ub++]) row[T_WEIGHTS] += t.weight_bytes;
+            else row[s.gemm_of(t.n_tokens)] += t.dense_flops;
+            row[T_UBATCH] += 1;
+            row[T_KV] += t.kv_bytes;
+            row[T_ATTN_FLOPS] += t.attn_flops;
+        }
+        double fixed = 0;
+        for (size_t k = 0; k < s.x.size(); ++k) {
+            if (!s.active[k]) fixed += row[k] * s.x[k];
+        }
+        for (size_t c = 0; c < cols.size(); ++c) A((Eigen::Index) i, (Eigen::Index) c) = row[cols[c]] / y[i];
+        b[(Eigen::Index) i] = 1.0 - fixed / y[i];
+    }
+    // unit-norm columns: the rank test must not depend on units (bytes vs FLOPs vs counts)
+    const Eigen::VectorXd norm = A.colwise().norm().transpose();
+    for (Eigen::Index c = 0; c < A.cols(); ++c) {
+        if (norm[c] == 0) return false;
+        A.col(c) /= norm[c];
+    }
+    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
+    qr.setThreshold(1e-9);
+    if (qr.rank() < A.cols()) return false;
+    const Eigen::VectorXd sol = qr.solve(b);
+    for (size_t c = 0; c < cols.size(); ++c) s.x[cols[c]] = sol[(Eigen::Index) c] / norm[(Eigen::Index) c];
+    return true;
+}
+
+std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, const fit_state & s) {
+    std::vector<bool> v;
+    for (const auto & p : pts)
+        for (const auto & t : p) v.push_back(s.memory_bound(t));
+    return v;
+}
+}  // namespace
+
+calibration_result calibrate(const std::vector<bench_point> & points, const model_shape & m, const weight_file_type * weights,
+                             const device_profile & base) {
+    if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
+    calibration_result r;
+    const weight_file_type & ft = bench_weight_type(points.front(), weights);
+    for (const auto & p : points) {
+        bench_weight_type(p, &ft);   // every result of the same weights
+        check_bench_model(p, m, ft);
+    }
+    r.weights = &ft;
+    step_time_model tm{base, m, &ft};
+    std::vector<std::vector<ubatch_terms>> pts;
+    std::vector<double> y;
+    fit_state s;
+    for (const auto & p : points) {
+        pts.push_back(bench_point_ubatches(p, tm));
+        y.push_back(p.avg_s);
+        for (const auto & t : pts.back()) s.sizes.push_back(t.n_tokens);
+    }
+    std::sort(s.sizes.begin(), s.sizes.end());
+    s.sizes.erase(std::unique(s.sizes.begin(), s.sizes.end()), s.sizes.end());
+    const double bw = base.bandwidth_gbs * 1e9, peak = base.peak_tflops * 1e12;
+    s.x.assign(T_GEMM0 + s.sizes.size(), 0.0);
+    s.active.assign(s.x.size(), true);
+    s.x[T_WEIGHTS] = 1.0 / (bw * base.weight_read_fraction);
+    for (size_t k = T_GEMM0; k < s.x.size(); ++k) s.x[k] = 1.0 / (peak * base.gemm_fraction_at(s.sizes[k - T_GEMM0]));
+    // a term no result exercises is not free (no K/V read: all results single tokens at depth 0)
+    bool any_kv = false;
+    for (const auto & p : pts)
+        for (const auto & t : p) any_kv |= t.kv_bytes > 0;
+    if (!any_kv) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
+    std::vector<bool> branch = branches(pts, s);
+    std::vector<bool> gemm_free(s.x.size(), true);   // sizes not given up as unseparable
+    for (int iter = 0; iter < 100; ++iter) {
+        // a branch no ubatch takes has no column: a size with no compute-bound ubatch is not free
+        std::vector<bool> has(s.x.size(), false);
+        size_t ub = 0;
+        for (const auto & p : pts)
+            for (const auto & t : p) has[branch[ub++] ? (size_t) T_WEIGHTS : s.gemm_of(t.n_tokens)] = true;
+        if (!has[T_WEIGHTS]) s.active[T_WEIGHTS] = false;
+        for (size_t k = T_GEMM0; k < s.x.size(); ++k) s.active[k] = has[k] && gemm_free[k];
+        const size_t n_free = (size_t) std::count(s.active.begin(), s.active.end(), true);
+        if (points.size() < n_free) {
+            throw usage_error(fmt::format("kvsim calibrate: {} llama-bench result(s) for {} free terms; run llama-bench with more "
+                                          "-p/-n/-d/-ub values (e.g. -p 64,256,512 -n 32 -d 0,1024,4096)",
+                                          points.size(), n_free));
+        }
+        if (!solve(pts, y, s, branch)) {
+            // not separable by these results: give up the least identifiable term, in this order
+            // (the per-ubatch cost is collinear with the per-size GEMM terms when every size has one)
+            bool dropped = false;
+            for (size_t t : {(size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV}) {
+                if (s.active[t]) {
+                    s.active[t] = false;
+                    s.x[t] = 0;
+                    r.notes.push_back(fmt::format("{}: these results cannot separate it from the other terms; fixed at 0", s.name(t)));
+                    dropped = true;
+                    break;
+                }
+            }
+            if (!dropped) throw usage_error("kvsim calibrate: the results cannot separate the weight-read and GEMM terms");
+            continue;
+        }
+        // a negative cost is not physical: fix the most negative term and fit again
+        size_t worst = s.x.size();
+        for (size_t k = 0; k < s.x.size(); ++k) {
+            if (s.active[k] && s.x[k] < 0 && (worst == s.x.size() || s.x[k] < s.x[worst])) worst = k;
+        }
+        if (worst < s.x.size()) {
+            if (worst == T_WEIGHTS) {
+                throw usage_error("kvsim calibrate: the weight-read term came out negative; the results do not look like one model "
+                                  "on one machine");
+            }
+            s.active[worst] = false;
+            if (worst >= T_GEMM0) gemm_free[worst] = false;
+            else s.x[worst] = 0;
+            r.notes.push_back(fmt::format("{}: fitted below 0; {}", s.name(worst), worst >= T_GEMM0 ? "interpolated from the other sizes" : "fixed at 0"));
+            s.fill_inactive_sizes(peak);
+            continue;
+        }
+        s.fill_inactive_sizes(peak);
+        const std::vector<bool> next = branches(pts, s);
+        if (next == branch) break;
+        branch = next;
+    }
+    device_profile & d = r.profile;
+    d = base;
+    d.source = "calibrated";
+    d.weight_read_fraction = 1.0 / (s.x[T_WEIGHTS] * bw);
+    d.gemm_fraction.clear();
+    for (size_t k = T_GEMM0; k < s.x.size(); ++k) {
+        if (s.active[k]) d.gemm_fraction.emplace_back(s.sizes[k - T_GEMM0], 1.0 / (s.x[k] * peak));
+    }
+    if (d.gemm_fraction.empty()) {
+        r.notes.push_back("gemm_fraction: no compute-bound ubatch in these results; kept from the base profile");
+        d.gemm_fraction = base.gemm_fraction;
+    }
+    d.ubatch_overhead_s = s.x[T_UBATCH];
+    d.layer_overhead_s = 0;
+    d.attention = "linear";
+    d.attn_s_per_kv_byte = s.x[T_KV];
+    d.attn_s_per_flop = s.x[T_ATTN_FLOPS];
+    std::map<int, int> threads;
+    for (const auto & p : points) ++threads[p.n_threads];
+    d.threads = std::max_element(threads.begin(), threads.end(), [](auto a, auto b) { return a.second < b.second; })->first;
+    const step_time_model fitted{d, m, &ft};
+    for (size_t i = 0; i < points.size(); ++i) {
+        double t = 0;
+        for (const auto & u : pts[i]) t += fitted.seconds_of(u);
+        r.points.push_back({points[i], t});
+    }
+    return r;
+}
+
+calibration_result predict_bench(const std::vector<bench_point> & points, const model_shape & m, const weight_file_type * weights,
+                                 const device_profile & profile) {
+    if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
+    calibration_result r;
+    const weight_file_type & ft = bench_weight_type(points.front(), weights);
+    for (const auto & p : points) {
+        bench_weight_type(p, &ft);
+        check_bench_model(p, m, ft);
+    }
+    r.weights = &ft;
+    r.profile = profile;
+    const step_time_model tm{profile, m, &ft};
+    for (const auto & p : points) {
+        double t = 0;
+        for (const auto & u : bench_point_ubatches(p, tm)) t += tm.seconds_of(u);
+        r.points.push_back({p, t});
+    }
+    return r;
+}
+
+void print_calibration(std::ostream & out, const calibration_result & r) {
+    out << fmt::format("{:<40} {:>5} {:>5} {:>9} {:>3} {:>12} {:>12} {:>8}\n", "result", "ub", "b", "ctk/ctv", "fa", "measured ms",
+                       "predicted ms", "error");
+    std::vector<double> errs;
+    for (const auto & p : r.points) {
+        const auto & b = p.bench;
+        out << fmt::format("{:<40} {:>5} {:>5} {:>9} {:>3} {:>12.3f} {:>12.3f} {:>+7.1f}%\n",
+                           fmt::format("{}#{} {}", b.file.substr(b.file.find_last_of('/') + 1), b.index, b.test_name()), b.n_ubatch,
+                           b.n_batch, b.type_k + "/" + b.type_v, b.flash_attn, b.avg_s * 1e3, p.predicted_s * 1e3, p.error() * 100);
+        errs.push_back(std::abs(p.error()));
+    }
+    out << fmt::format("{} results: |error| median {:.1f}%, p90 {:.1f}%, max {:.1f}%\n", errs.size(), percentile(errs, 0.5) * 100,
+                       percentile(errs, 0.9) * 100, percentile(errs, 1.0) * 100);
+    for (const auto & n : r.notes) out << "note: " << n << '\n';
+}
+
+}  // namespace kvsim

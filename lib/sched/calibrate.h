@@ -1,0 +1,84 @@
+// kvsim calibrate: fit a device profile's free terms to llama-bench results (`llama-bench -o json`)
+// of one model on one machine. Each result is replayed through kvsim's own KV cache exactly as
+// llama-bench drives llama.cpp (tools/llama-bench/llama-bench.cpp: n_ctx = n_prompt + n_gen +
+// n_depth, one sequence, the depth prompt first (untimed), then the timed prompt in n_batch chunks
+// (test_prompt) and n_gen one-token decodes (test_gen)), which gives every timed ubatch's weights,
+// FLOPs, K/V bytes and attention FLOPs; the terms are then fitted by least squares on relative
+// error. Method and limits: docs/time-model.md.
+#pragma once
+
+#include "model/model.h"
+#include "sched/device_profile.h"
+#include "sched/step_time.h"
+#include "sched/weight_types.h"
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace kvsim {
+
+// One llama-bench result (one object of the JSON array).
+struct bench_point {
+    std::string file;
+    size_t index = 0;             // 0-based position in the file's array
+    std::string model_type;       // llama_model_desc: "<arch> <size> <ftype name>"
+    double model_size = 0;        // bytes (llama_model_size)
+    double model_n_params = 0;
+    uint32_t n_batch = 0, n_ubatch = 0;
+    int n_threads = 0;
+    std::string type_k, type_v;
+    int flash_attn = -1;          // -1 auto, 0 off, 1 on
+    uint32_t n_prompt = 0, n_gen = 0, n_depth = 0;
+    double avg_s = 0, stddev_s = 0;
+    std::string test_name() const;   // "pp512", "tg128", "pp512+tg128", with " @ d<depth>"
+};
+
+// Reads `llama-bench -o json` output (also accepts JSON lines, -o jsonl). Throws input_error
+// naming the file, the entry and the field for a file that cannot be read, is not JSON, is not
+// an array of objects, or lacks / mistypes a field the fit needs.
+std::vector<bench_point> read_llama_bench(const std::string & path);
+
+// The file type of a point: from model_type's ftype name; checked against `given` (--weights)
+// when not null. Throws input_error naming the file and field model_type.
+const weight_file_type & bench_weight_type(const bench_point & p, const weight_file_type * given);
+
+// Checks that the point's model_n_params (within 2 %) and model_size (within 3 %) are those of
+// `m` in file type `ft`; throws input_error naming the file and the field otherwise.
+void check_bench_model(const bench_point & p, const model_shape & m, const weight_file_type & ft);
+
+// The timed ubatches of one point: terms per ubatch (step_time_model::terms). Throws input_error
+// for a cache type kvsim does not model.
+std::vector<ubatch_terms> bench_point_ubatches(const bench_point & p, const step_time_model & tm);
+
+struct calibration_point {
+    bench_point bench;
+    double predicted_s = 0;
+    double error() const { return (predicted_s - bench.avg_s) / bench.avg_s; }   // relative
+};
+
+struct calibration_result {
+    device_profile profile;
+    const weight_file_type * weights = nullptr;
+    std::vector<calibration_point> points;
+    std::vector<std::string> notes;   // terms that could not be fitted and were fixed
+};
+
+// Fits weight_read_fraction, a gemm_fraction per ubatch size that has compute-bound ubatches,
+// ubatch_overhead_s, attn_s_per_kv_byte and attn_s_per_flop on top of `base` (its bandwidth and
+// peak stay: the fractions are relative to them). layer_overhead_s is collinear with the per-ubatch
+// cost on one model (0); a term the results cannot separate is fixed at 0 and named in notes. Throws
+// input_error (file, field) for inconsistent input and usage_error when there are fewer
+// points than free terms or the points cannot separate them.
+calibration_result calibrate(const std::vector<bench_point> & points, const model_shape & m, const weight_file_type * weights,
+                             const device_profile & base);
+
+// No fit: each result's time predicted by `profile` (held-out points, or a shipped profile against
+// published llama-bench numbers). Same checks of the input as calibrate.
+calibration_result predict_bench(const std::vector<bench_point> & points, const model_shape & m, const weight_file_type * weights,
+                                 const device_profile & profile);
+
+// The residual table and summary (median / p90 / max absolute error).
+void print_calibration(std::ostream & out, const calibration_result & r);
+
+}  // namespace kvsim

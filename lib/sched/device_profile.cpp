@@ -1,0 +1,188 @@
+#include "sched/device_profile.h"
+
+#include "core/errors.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace kvsim {
+
+namespace {
+// The shipped profiles, embedded so an installed binary needs no data files. Vendor datasheet
+// peaks (not measured here): H200 SXM 4.8 TB/s HBM3e, H100 SXM 3.35 TB/s, A100 80GB SXM 2.039 TB/s;
+// dense BF16 tensor-core peaks 989 / 989 / 312 TFLOP/s. cpu: the 2-vCPU Zen 3 class machine of
+// this project, 67 GB/s and 0.4 TFLOP/s as kvsim has always used (measure yours: --device host or
+// kvsim calibrate). No efficiency terms: every fraction 1, no overheads.
+const std::pair<const char *, const char *> k_presets[] = {
+    {"h200", R"({"name": "h200", "source": "datasheet", "bandwidth_gbs": 4800, "peak_tflops": 989,
+  "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
+  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0})"},
+    {"h100", R"({"name": "h100", "source": "datasheet", "bandwidth_gbs": 3350, "peak_tflops": 989,
+  "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
+  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0})"},
+    {"a100", R"({"name": "a100", "source": "datasheet", "bandwidth_gbs": 2039, "peak_tflops": 312,
+  "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
+  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0})"},
+    {"cpu", R"({"name": "cpu", "source": "datasheet", "bandwidth_gbs": 67, "peak_tflops": 0.4,
+  "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
+  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0})"},
+};
+
+const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "weight_read_fraction",
+                                        "gemm_fraction", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
+                                        "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
+
+// Bounds a profile number must lie in: far beyond any device, yet a typo or a hostile file
+// (1e-300 GB/s, 1e300 s per ubatch) cannot turn every predicted time into 1e300 s or inf.
+struct range {
+    double lo, hi;
+    bool lo_open;   // lo itself refused (> lo rather than >= lo)
+};
+
+double number(const nlohmann::json & j, const char * key, const std::string & where, double dflt, range r, bool whole = false) {
+    if (!j.contains(key)) return dflt;
+    const auto & v = j[key];
+    if (!v.is_number()) throw input_error(where, 0, v.dump(), fmt::format("field {} must be a number", key));
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || (r.lo_open ? d <= r.lo : d < r.lo) || d > r.hi || (whole && d != std::floor(d))) {
+        throw input_error(where, 0, v.dump(), fmt::format("field {} must be a finite {} in {}{:g}, {:g}]", key, whole ? "whole number" : "number",
+                                                          r.lo_open ? "(" : "[", r.lo, r.hi));
+    }
+    return d;
+}
+}  // namespace
+
+double device_profile::gemm_fraction_at(double tokens) const {
+    const auto & g = gemm_fraction;
+    if (g.empty()) return 1.0;
+    if (tokens <= g.front().first) return g.front().second;
+    if (tokens >= g.back().first) return g.back().second;
+    for (size_t i = 1; i < g.size(); ++i) {
+        if (tokens <= g[i].first) {
+            const double a = std::log2(g[i - 1].first), b = std::log2(g[i].first), x = std::log2(tokens);
+            return g[i - 1].second + (g[i].second - g[i - 1].second) * (x - a) / (b - a);
+        }
+    }
+    return g.back().second;
+}
+
+const std::string & device_preset_json(const std::string & name) {
+    static const auto texts = [] {
+        std::vector<std::pair<std::string, std::string>> v;
+        for (const auto & [n, t] : k_presets) v.emplace_back(n, t);
+        return v;
+    }();
+    for (const auto & [n, t] : texts) {
+        if (n == name) return t;
+    }
+    throw std::invalid_argument(fmt::format("unknown device '{}' (expected {}, a profile JSON file, or host)", name,
+                                            fmt::join(device_preset_names(), ", ")));
+}
+
+std::vector<std::string> device_preset_names() {
+    std::vector<std::string> v;
+    for (const auto & p : k_presets) v.emplace_back(p.first);
+    return v;
+}
+
+device_profile device_preset(const std::string & name) {
+    return parse_device_profile(nlohmann::json::parse(device_preset_json(name)), "<built-in " + name + ">");
+}
+
+device_profile parse_device_profile(const nlohmann::json & j, const std::string & where) {
+    if (!j.is_object()) throw input_error(where, 0, "", "a device profile must be a JSON object");
+    for (const auto & [k, v] : j.items()) {
+        if (!k_fields.count(k)) throw input_error(where, 0, k, "unknown field in device profile");
+    }
+    device_profile d;
+    if (j.contains("name")) {
+        if (!j["name"].is_string()) throw input_error(where, 0, j["name"].dump(), "field name must be a string");
+        d.name = j["name"].get<std::string>();
+    }
+    if (j.contains("source")) {
+        if (!j["source"].is_string()) throw input_error(where, 0, j["source"].dump(), "field source must be a string");
+        d.source = j["source"].get<std::string>();
+    }
+    if (j.contains("attention")) {
+        const auto & a = j["attention"];
+        if (!a.is_string() || (a.get<std::string>() != "roofline" && a.get<std::string>() != "linear")) {
+            throw input_error(where, 0, a.dump(), "field attention must be \"roofline\" or \"linear\"");
+        }
+        d.attention = a.get<std::string>();
+    }
+    if (j.contains("attention_cells")) {
+        const auto & a = j["attention_cells"];
+        if (!a.is_string() || (a.get<std::string>() != "n_kv" && a.get<std::string>() != "visible")) {
+            throw input_error(where, 0, a.dump(), "field attention_cells must be \"n_kv\" or \"visible\"");
+        }
+        d.attention_cells = a.get<std::string>();
+    }
+    for (const char * req : {"bandwidth_gbs", "peak_tflops"}) {
+        if (!j.contains(req)) throw input_error(where, 0, req, "device profile lacks a required field");
+    }
+    d.bandwidth_gbs = number(j, "bandwidth_gbs", where, 0, {k_min_bandwidth_gbs, k_max_bandwidth_gbs, false});
+    d.peak_tflops = number(j, "peak_tflops", where, 0, {k_min_peak_tflops, k_max_peak_tflops, false});
+    d.threads = (int) number(j, "threads", where, 0, {0, 65536, false}, true);
+    // a fraction above 1 is legal: calibrate fits against the base profile's peak, which can be
+    // below what the machine reaches; 10x the peak is a wrong profile, not an efficiency
+    d.weight_read_fraction = number(j, "weight_read_fraction", where, 1.0, {0, 10, true});
+    d.ubatch_overhead_s = number(j, "ubatch_overhead_s", where, 0, {0, 1, false});
+    d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
+    d.attn_s_per_kv_byte = number(j, "attn_s_per_kv_byte", where, 0, {0, 1e-6, false});   // >= 1 MB/s
+    d.attn_s_per_flop = number(j, "attn_s_per_flop", where, 0, {0, 1e-6, false});         // >= 1 MFLOP/s
+    if (j.contains("gemm_fraction")) {
+        const auto & g = j["gemm_fraction"];
+        const std::string bad = "field gemm_fraction must be a non-empty array of [tokens, fraction] pairs, tokens ascending and >= 1, fractions in (0, 10]";
+        if (!g.is_array() || g.empty()) throw input_error(where, 0, g.dump(), bad);
+        d.gemm_fraction.clear();
+        for (const auto & p : g) {
+            if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) throw input_error(where, 0, p.dump(), bad);
+            const double t = p[0].get<double>(), f = p[1].get<double>();
+            if (!std::isfinite(t) || !std::isfinite(f) || t < 1 || f <= 0 || f > 10 || (!d.gemm_fraction.empty() && t <= d.gemm_fraction.back().first)) {
+                throw input_error(where, 0, p.dump(), bad);
+            }
+            d.gemm_fraction.emplace_back(t, f);
+        }
+    }
+    return d;
+}
+
+device_profile load_device_profile(const std::string & path) {
+    std::ifstream in(path);
+    if (!in) throw input_error(path, 0, "", "cannot open device profile");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(ss.str());
+    } catch (const nlohmann::json::parse_error & e) {
+        throw input_error(path, 0, "", fmt::format("not JSON ({})", e.what()));
+    }
+    device_profile d = parse_device_profile(j, path);
+    return d;
+}
+
+nlohmann::json device_profile_json(const device_profile & d) {
+    nlohmann::json g = nlohmann::json::array();
+    for (const auto & [t, f] : d.gemm_fraction) g.push_back({t, f});
+    return {{"name", d.name},
+            {"source", d.source},
+            {"bandwidth_gbs", d.bandwidth_gbs},
+            {"peak_tflops", d.peak_tflops},
+            {"threads", d.threads},
+            {"weight_read_fraction", d.weight_read_fraction},
+            {"gemm_fraction", g},
+            {"ubatch_overhead_s", d.ubatch_overhead_s},
+            {"layer_overhead_s", d.layer_overhead_s},
+            {"attention", d.attention},
+            {"attention_cells", d.attention_cells},
+            {"attn_s_per_kv_byte", d.attn_s_per_kv_byte},
+            {"attn_s_per_flop", d.attn_s_per_flop}};
+}
+
+}  // namespace kvsim

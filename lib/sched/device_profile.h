@@ -1,0 +1,64 @@
+// A device profile: the numbers the step-time model (sched/step_time.h) turns work into seconds
+// with. Data, not constants: shipped profiles are embedded JSON (h200, h100, a100, cpu: vendor
+// datasheet peaks, no efficiency terms), a user's own profile is a JSON file (--device FILE),
+// `kvsim calibrate` writes fitted ones. Format and units: docs/time-model.md.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kvsim {
+
+struct device_profile {
+    std::string name = "h200";
+    double bandwidth_gbs = 4800.0;      // memory bandwidth, GB/s (1e9 bytes/s)
+    double peak_tflops = 989.0;         // dense compute peak, TFLOP/s
+    std::string source = "datasheet";   // datasheet | calibrated | host | file
+    int threads = 0;                    // threads the numbers hold for (0 = not stated)
+    // Achieved fraction of bandwidth_gbs when reading the weights (1 = the datasheet).
+    double weight_read_fraction = 1.0;
+    // Achieved fraction of peak_tflops in the weight GEMMs, by tokens per ubatch: (tokens, fraction)
+    // points, ascending; between points linear in log2(tokens), outside them the nearest point.
+    std::vector<std::pair<double, double>> gemm_fraction = {{1.0, 1.0}};
+    double ubatch_overhead_s = 0;       // fixed seconds per ubatch (graph build, launch, sync)
+    double layer_overhead_s = 0;        // fixed seconds per layer per ubatch
+    // Attention: "roofline" (K/V bytes join the weights' bytes, attention FLOPs the dense FLOPs,
+    // inside the max) or "linear": kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop,
+    // added to the dense time (what kvsim calibrate fits).
+    std::string attention = "roofline";
+    // The cells attention is charged for: "n_kv" (every cell up to n_kv, per stream: what a GPU
+    // kernel reads) or "visible" (per token, the cells of its own sequence it sees: ggml's CPU
+    // flash attention skips masked cells; step_time.h: ubatch_visible_cells).
+    std::string attention_cells = "n_kv";
+    double attn_s_per_kv_byte = 0;
+    double attn_s_per_flop = 0;
+
+    bool attention_linear() const { return attention == "linear"; }
+    double gemm_fraction_at(double tokens) const;
+};
+
+// A shipped profile by name (h200 h100 a100 cpu). Throws std::invalid_argument listing them.
+device_profile device_preset(const std::string & name);
+std::vector<std::string> device_preset_names();
+// The embedded JSON text of a shipped profile (the same text docs/time-model.md shows).
+const std::string & device_preset_json(const std::string & name);
+
+// The range parse_device_profile accepts for bandwidth_gbs and peak_tflops (and replay's
+// --bandwidth-gbs / --tflops): 10 MB/s .. 1 PB/s, 1 MFLOP/s .. 1 EFLOP/s.
+inline constexpr double k_min_bandwidth_gbs = 0.01, k_max_bandwidth_gbs = 1e6;
+inline constexpr double k_min_peak_tflops = 1e-6, k_max_peak_tflops = 1e6;
+
+// Parse a profile; `where` names the file in errors. Throws input_error(where, 0, value, why)
+// naming the field for a missing or mistyped field, a non-positive bandwidth / peak / fraction,
+// a negative cost, a number outside its range (fractions <= 10, overheads <= 1 s, threads a
+// whole number), gemm_fraction points out of order; unknown fields are refused (a typo would
+// otherwise silently keep a default).
+device_profile parse_device_profile(const nlohmann::json & j, const std::string & where);
+// Read a JSON file; input_error for a file that cannot be read or is not JSON.
+device_profile load_device_profile(const std::string & path);
+nlohmann::json device_profile_json(const device_profile & d);
+
+}  // namespace kvsim

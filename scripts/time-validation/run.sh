@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Time-model validation against the real llama.cpp, calibration and validation in ONE run
+# (the machine is shared and noisy; two runs would compare different machines).
+#   1. llama-bench calibration points (-o json): pp at several -p and -ub, tg and pp512 at several -d
+#   2. kvsim calibrate on them -> a device profile
+#   3. held-out validation: kvsim replay of a request-trace slice with that profile
+#      (--emit-ops, steps.csv), the same op trace timed call by call on the real library
+#      (tv-decode-timer), compare.py: per-step error, TTFT / TPOT p50.
+# Needs: scripts/time-validation/build.sh done ($WORK/build/bin, $WORK/tv-decode-timer) and a
+# kvsim built with `calibrate`, `--device FILE`, `--weights` (KVSIM=, default build-val/kvsim).
+# Settings (environment):
+#   PRESET=qwen2.5-0.5b|llama-3.2-1b   model shape (make_model.py preset = kvsim --model preset)
+#   WEIGHTS=q4_0|q8_0|f16|q4_k_m       weight type (llama-quantize; kvsim --weights)
+#   THREADS=1 CPUS=0-1                  llama.cpp threads, taskset CPU list (kvsim too). One thread:
+#                                       on this shared 2-vCPU VM under load, -t 2 measured slower and
+#                                       far noisier (ggml's threads spin at a barrier per op and wait
+#                                       for a descheduled partner): docs/benchmarks.md
+#   TRACE=traces/azure/...csv LIMIT=12  first LIMIT requests of the trace
+#   CTX=8192 NP=4 KVU=1 B=2048 UB=512 FA=on CTK=f16 CTV=f16   replay / context settings
+#   REPS=2                              llama-bench repetitions
+#   ATTENTION_CELLS=                    kvsim calibrate --attention-cells: empty = the base profile's
+#                                       (n_kv); visible = attention on the cells each token's own
+#                                       sequence sees (ggml's CPU flash attention skips masked cells)
+#   OUT=$WORK/run-<date>                results folder (logs, JSON, CSVs, result.txt)
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+WORK="${WORK:-/tmp/tv-work}"
+PRESET="${PRESET:-qwen2.5-0.5b}"
+WEIGHTS="${WEIGHTS:-q4_0}"
+THREADS="${THREADS:-1}"
+CPUS="${CPUS:-0-1}"
+TRACE="${TRACE:-$REPO/traces/azure/AzureLLMInferenceTrace_conv_2023.csv}"
+LIMIT="${LIMIT:-12}"
+CTX="${CTX:-8192}" NP="${NP:-4}" KVU="${KVU:-1}" B="${B:-2048}" UB="${UB:-512}" FA="${FA:-on}"
+CTK="${CTK:-f16}" CTV="${CTV:-f16}" REPS="${REPS:-2}"
+ATTENTION_CELLS="${ATTENTION_CELLS:-}"
+case "$ATTENTION_CELLS" in ""|n_kv|visible) ;; *) echo "run.sh: ATTENTION_CELLS must be n_kv or visible, got '$ATTENTION_CELLS'" >&2; exit 2 ;; esac
+KVSIM="${KVSIM:-$REPO/build-val/kvsim}"
+OUT="${OUT:-$WORK/run-$(date -u +%Y%m%dT%H%M%SZ)}"
+BIN="$WORK/build/bin"
+TIMER="$WORK/tv-decode-timer"
+
+die() { echo "run.sh: $*" >&2; exit 2; }
+[ -x "$BIN/llama-bench" ] && [ -x "$BIN/llama-quantize" ] && [ -x "$TIMER" ] || die "run scripts/time-validation/build.sh first ($BIN, $TIMER)"
+[ -f "$TRACE" ] || die "no trace $TRACE"
+mkdir -p "$OUT" "$WORK/models"
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$OUT/log.txt"; }
+load() { echo "$(date -u +%H:%M:%S) $1: $(uptime | sed 's/.*load average/load average/')" >> "$OUT/load.txt"; }
+pin=(taskset -c "$CPUS")
+
+# --- model: random F16 of the preset's shape, quantized once ----------------------------------
+F16="$WORK/models/$PRESET-f16.gguf"
+MODEL="$WORK/models/$PRESET-$WEIGHTS.gguf"
+[ -f "$F16" ] || { log "making $F16"; python3 "$HERE/make_model.py" "$F16" --preset "$PRESET" >> "$OUT/log.txt"; }
+if [ "$WEIGHTS" = f16 ]; then MODEL="$F16"
+elif [ ! -f "$MODEL" ]; then
+  QT="$(echo "$WEIGHTS" | tr a-z A-Z)"
+  log "quantizing to $QT"
+  nice -n 5 "$BIN/llama-quantize" "$F16" "$MODEL.tmp" "$QT" "$THREADS" > "$OUT/quantize.log" 2>&1
+  mv "$MODEL.tmp" "$MODEL"
+fi
+
+{
+  echo "date        $(date -u +%FT%TZ)"
+  echo "kvsim       $KVSIM built $(date -u -r "$KVSIM" +%FT%TZ 2>/dev/null || echo '(missing)'); repo now at $(git -C "$REPO" rev-parse --short HEAD)$(git -C "$REPO" diff --quiet HEAD -- lib apps || echo ' + uncommitted changes in lib/apps')"
+  echo "llama.cpp   $(cat "$WORK/src/.commit") (GGML_NATIVE=ON, $BIN)"
+  echo "cpu         $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) vCPUs, taskset $CPUS, -t $THREADS"
+  echo "model       $MODEL ($PRESET, $WEIGHTS, random weights)"
+  echo "replay      $TRACE first $LIMIT requests, -c $CTX -np $NP kvu=$KVU -b $B -ub $UB -fa $FA -ctk $CTK -ctv $CTV"
+  echo "attention   cells charged: ${ATTENTION_CELLS:-n_kv (the base profile default)}"
+} | tee "$OUT/env.txt"
+load start
+
+# --- 1. calibration: llama-bench -------------------------------------------------------------
+FA1=$([ "$FA" = off ] && echo 0 || echo 1)
+common=(-m "$MODEL" -t "$THREADS" -fa "$FA1" -ctk "$CTK" -ctv "$CTV" -b "$B" -r "$REPS" -o json)
+log "llama-bench pp (-p 1,2,4,16,64,128,512 x -ub 128,$UB)"
+"${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 1,2,4,16,64,128,512 -n 0 -ub "128,$UB" > "$OUT/bench-pp.json" 2> "$OUT/bench-pp.log"
+load bench-pp
+# pp512 at depth too: a prompt ubatch's attention over n_kv cells (the trace's prompts arrive
+# while other sequences' cells fill the unified cache) is not what 1-token decodes at depth show
+log "llama-bench tg and pp at depth (-n 32 and -p 512 at -d 0,1024,2048)"
+"${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 512 -n 32 -d 0,1024,2048 -ub "$UB" > "$OUT/bench-tg.json" 2> "$OUT/bench-tg.log"
+load bench-tg
+# harness check (not kvsim): the timer on a llama-bench-like op trace, one 128-token prompt at
+# depth 0 then 32 single tokens, against llama-bench's pp128 (-ub 128) / tg32 (-d 0) of this run
+{ echo "batch,op,seq,n_tokens,p0,p1,delta,seq_dst"; echo "p,decode,0,128,0,,,"
+  for i in $(seq 0 31); do echo "g$i,decode,0,1,$((128 + i)),,,"; done; } > "$OUT/selfcheck-ops.csv"
+"${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/selfcheck-ops.csv" -o "$OUT/selfcheck-steps.csv" -c "$CTX" -np 1 \
+  -b "$B" -ub 128 -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" 2>> "$OUT/log.txt"
+python3 - "$OUT" <<'PY' | tee "$OUT/selfcheck.txt"
+import csv, json, statistics, sys
+d = sys.argv[1]
+pp = [b for b in json.load(open(d + "/bench-pp.json")) if b["n_prompt"] == 128 and b["n_ubatch"] == 128]
+tg = [b for b in json.load(open(d + "/bench-tg.json")) if b["n_depth"] == 0 and b["n_gen"] > 0]
+st = list(csv.DictReader(open(d + "/selfcheck-steps.csv")))
+g = statistics.median(float(r["ms"]) for r in st[1:])
+if pp:
+    print("harness check: 128-token prompt %.1f ms (timer) vs %.1f ms (llama-bench pp128 -ub 128)" % (float(st[0]["ms"]), pp[0]["avg_ns"] / 1e6))
+if tg:
+    print("harness check: 1-token decode median %.1f ms (timer) vs %.1f ms (llama-bench tg32 / 32)" % (g, tg[0]["avg_ns"] / 1e6 / tg[0]["n_gen"]))
+PY
+
+# --- 2. kvsim calibrate ---------------------------------------------------------------------
+if [ ! -x "$KVSIM" ]; then
+  log "MISSING: no kvsim at $KVSIM (cmake -S . -B build-val -DKVSIM_CUDA=OFF && cmake --build build-val --target kvsim)"
+  exit 3
+fi
+if ! "$KVSIM" calibrate --help > /dev/null 2>&1; then
+  log "MISSING: '$KVSIM calibrate' does not exist yet; llama-bench points are in $OUT/bench-*.json"
+  exit 3
+fi
+CELLS=(); [ -n "$ATTENTION_CELLS" ] && CELLS=(--attention-cells "$ATTENTION_CELLS")
+log "kvsim calibrate ${CELLS[*]:-}"
+"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-tg.json" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
+
+# --- 3. held-out validation -----------------------------------------------------------------
+KVUFLAG=$([ "$KVU" = 1 ] && echo -kvu || echo -no-kvu)
+log "kvsim replay (first $LIMIT requests, --arrivals saturate: a gap-free clock for the TTFT join)"
+"${pin[@]}" "$KVSIM" replay "$TRACE" --limit "$LIMIT" --model "$PRESET" --weights "$WEIGHTS" --device "$OUT/profile.json" \
+  -c "$CTX" -np "$NP" "$KVUFLAG" -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" --arrivals saturate --cache-ram 0 \
+  --backend none --no-progress --emit-ops "$OUT/ops.csv" --out "$OUT/sim" 2>&1 | tee "$OUT/replay.txt"
+[ -f "$OUT/sim/steps.csv" ] || { log "MISSING: the replay wrote no steps.csv"; exit 3; }
+load replay
+log "real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"
+"${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/ops.csv" -o "$OUT/real-steps.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
+  -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" 2>&1 | tee -a "$OUT/log.txt"
+load timer
+log "compare"
+python3 "$HERE/compare.py" "$OUT/sim" "$OUT/real-steps.csv" --json "$OUT/result.json" --joined "$OUT/joined.csv" \
+  | tee "$OUT/result.txt"
+# the what-if re-charges an n_kv profile's attention on the visible cells: nothing to add when
+# the profile already charges them
+if [ "$ATTENTION_CELLS" != visible ]; then
+  python3 "$HERE/visible_cells.py" "$OUT" --preset "$PRESET" | tee -a "$OUT/result.txt" || true
+fi
+cat "$OUT/load.txt" | tee -a "$OUT/result.txt"
+log "done: $OUT"

@@ -1,0 +1,303 @@
+// The time model's pieces: bytes per weight (ggml block sizes, llama-quant's mixtures), the
+// presets' parameter counts, the step-time formula by hand, device profiles (shipped, files, bad
+// files), and steps.csv joined with the emitted op trace.
+#include "cli_test_util.h"
+#include "kv/context.h"
+#include "model/model.h"
+#include "sched/device_profile.h"
+#include "sched/step_time.h"
+#include "sched/weight_types.h"
+#include "trace/op_trace.h"
+#include "core/errors.h"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <set>
+
+using namespace kvsim;
+using namespace kvsim_test;
+
+TEST_CASE("bytes per block of the weight types: ggml.c type_traits / ggml-common.h block structs") {
+    // {blck_size, type_size}: block_q4_0 = half + 16 B; q8_0 = half + 32 B; q4_K = 2 halfs + 12 + 128;
+    // q5_K = 2 halfs + 12 + 128 + 32; q6_K = half + 16 + 192; q2_K = 2 halfs + 16 + 64; q3_K = half + 64 + 32 + 12
+    const std::tuple<const char *, int64_t, size_t> want[] = {
+        {"f32", 1, 4},      {"f16", 1, 2},      {"bf16", 1, 2},     {"q8_0", 32, 34},   {"q4_0", 32, 18},  {"q4_1", 32, 20},
+        {"q5_0", 32, 22},   {"q5_1", 32, 24},   {"q2_K", 256, 84},  {"q3_K", 256, 110}, {"q4_K", 256, 144}, {"q5_K", 256, 176},
+        {"q6_K", 256, 210},
+    };
+    for (const auto & w : want) {
+        const auto & [name, blck, size] = w;
+        CAPTURE(std::get<0>(w));  // not `name`: clang 14 cannot capture a structured binding in CAPTURE's lambda
+        CHECK(weight_tensor_type_by_name(name).blck_size == blck);
+        CHECK(weight_tensor_type_by_name(name).type_size == size);
+    }
+    CHECK_THROWS_AS(weight_tensor_type_by_name("q7_0"), std::invalid_argument);
+}
+
+TEST_CASE("file types: names, llama_ftype_name, default tensor type") {
+    CHECK(std::string(parse_weight_file_type("Q4_K_M").name) == "q4_K_M");
+    CHECK(std::string(parse_weight_file_type("q4_k_m").ftype_name) == "Q4_K - Medium");
+    CHECK(std::string(parse_weight_file_type("q5_K_M").default_type) == "q5_K");
+    CHECK(std::string(parse_weight_file_type("f32").ftype_name) == "all F32");
+    CHECK(weight_file_type_by_ftype_name("Q8_0") == &parse_weight_file_type("q8_0"));
+    CHECK(weight_file_type_by_ftype_name("Q9") == nullptr);
+    CHECK_THROWS_AS(parse_weight_file_type("q3_K_M"), std::invalid_argument);
+}
+
+TEST_CASE("per-tensor types of the mixtures: llama-quant.cpp llama_tensor_get_type_impl + tensor_type_fallback") {
+    const auto & q4km = parse_weight_file_type("q4_K_M");
+    // use_more_bits(i, 16): i < 2, i >= 14, (i - 2) % 3 == 2 -> layers 0 1 4 7 10 13 14 15 at q6_K
+    const std::set<int> more = {0, 1, 4, 7, 10, 13, 14, 15};
+    for (int il = 0; il < 16; ++il) {
+        CAPTURE(il);
+        const std::string want = more.count(il) ? "q6_K" : "q4_K";
+        CHECK(quantized_tensor_type(q4km, "attn_v", il, 16, 2048, true).name == want);
+        CHECK(quantized_tensor_type(q4km, "ffn_down", il, 16, 8192, true).name == want);
+        CHECK(std::string(quantized_tensor_type(q4km, "attn_q", il, 16, 2048, true).name) == "q4_K");
+        CHECK(std::string(quantized_tensor_type(q4km, "ffn_up", il, 16, 2048, true).name) == "q4_K");
+    }
+    // output / tied token_embd: q6_K unless the file is q8_0
+    CHECK(std::string(quantized_tensor_type(q4km, "output", 0, 16, 2048, false).name) == "q6_K");
+    CHECK(std::string(quantized_tensor_type(q4km, "token_embd", 0, 16, 2048, true).name) == "q6_K");
+    CHECK(std::string(quantized_tensor_type(q4km, "token_embd", 0, 16, 2048, false).name) == "q4_K");
+    CHECK(std::string(quantized_tensor_type(parse_weight_file_type("q4_0"), "output", 0, 16, 2048, false).name) == "q6_K");
+    CHECK(std::string(quantized_tensor_type(parse_weight_file_type("q8_0"), "output", 0, 16, 2048, false).name) == "q8_0");
+    // Q4_K_S: the first 4 attn_v and the first n/8 ffn_down at q5_K
+    const auto & q4ks = parse_weight_file_type("q4_K_S");
+    CHECK(std::string(quantized_tensor_type(q4ks, "attn_v", 3, 16, 2048, true).name) == "q5_K");
+    CHECK(std::string(quantized_tensor_type(q4ks, "attn_v", 4, 16, 2048, true).name) == "q4_K");
+    CHECK(std::string(quantized_tensor_type(q4ks, "ffn_down", 1, 16, 8192, true).name) == "q5_K");
+    CHECK(std::string(quantized_tensor_type(q4ks, "ffn_down", 2, 16, 8192, true).name) == "q4_K");
+    // Qwen2.5-0.5B's 896-wide rows (3.5 blocks of 256): q4_K -> q5_0, q6_K -> q8_0; output: nx % qk_k -> q8_0
+    CHECK(std::string(quantized_tensor_type(q4km, "attn_q", 5, 24, 896, true).name) == "q5_0");
+    CHECK(std::string(quantized_tensor_type(q4km, "attn_v", 0, 24, 896, true).name) == "q8_0");
+    CHECK(std::string(quantized_tensor_type(q4km, "ffn_down", 6, 24, 4864, true).name) == "q4_K");   // 4864 = 19 x 256
+    CHECK(std::string(quantized_tensor_type(q4km, "ffn_down", 5, 24, 4864, true).name) == "q6_K");   // (5 - 3) % 3 == 2
+    CHECK(std::string(quantized_tensor_type(q4km, "output", 0, 24, 896, false).name) == "q8_0");
+    CHECK(std::string(quantized_tensor_type(parse_weight_file_type("q5_K_M"), "attn_k", 0, 24, 896, true).name) == "q5_1");
+    // float file types are not adjusted
+    CHECK(std::string(quantized_tensor_type(parse_weight_file_type("f16"), "output", 0, 16, 2048, false).name) == "f16");
+}
+
+TEST_CASE("preset parameter counts and weight bytes") {
+    // Hugging Face's parameter counts of the checkpoints (config.json shapes)
+    CHECK(model_param_count(model_preset("llama-3.2-1b")) == 1235814400.0);
+    CHECK(model_param_count(model_preset("qwen2.5-0.5b")) == 494032768.0);
+    CHECK(model_param_count(model_preset("llama-3.1-8b")) == 8030261248.0);
+    const model_shape m = model_preset("llama-3.2-1b");
+    CHECK(m.n_params == 1235814400.0);
+    const param_groups g = model_param_groups(m);
+    CHECK(g.attn == 16.0 * (2048.0 * 2048 * 2 + 2048.0 * 512 * 2));
+    CHECK(g.ffn == 16.0 * 3 * 2048 * 8192);
+    CHECK(g.token_embd == 2048.0 * 128256);
+    CHECK(g.output == 0);   // tied
+    CHECK(model_param_groups(model_preset("llama-3.1-8b")).output == 4096.0 * 128256);
+    CHECK(model_param_groups(model_preset("tiny-llama")).total() == 0);   // a custom shape: n_params only
+    CHECK(m.tied_embd);
+    CHECK(m.n_ctx_train == 131072);
+    CHECK(m.add_bos);
+    const model_shape q = model_preset("qwen2.5-0.5b");
+    CHECK_FALSE(q.add_bos);
+    CHECK(q.n_ctx_train == 32768);
+    CHECK(q.n_layer == 24);
+    CHECK(q.n_head_kv == 2);
+
+    // Llama-3.2-1B: 16 layers x 60817408 matrix parameters, token_embd 2048 x 128256 (tied), norms 16 x 2 x 2048 + 2048 f32
+    const double layers = 16.0 * 60817408, embd = 2048.0 * 128256, norms = 16.0 * 2 * 2048 + 2048;
+    const weight_bytes f16 = model_weight_bytes(m, parse_weight_file_type("f16"));
+    CHECK(f16.n_params == 1235814400.0);
+    CHECK(f16.dense_params == layers);
+    CHECK(f16.output_params == embd);
+    CHECK(f16.file_bytes() == 2 * (layers + embd) + 4 * norms);
+    CHECK(f16.read_per_ubatch() == f16.file_bytes());   // tied: the output matmul reads token_embd whole
+    const weight_bytes q8 = model_weight_bytes(m, parse_weight_file_type("q8_0"));
+    CHECK(q8.file_bytes() == (layers + embd) / 32 * 34 + 4 * norms);
+    // q4_0: layers 18 B / 32, output (tied token_embd) q6_K 210 B / 256
+    const weight_bytes q4 = model_weight_bytes(m, parse_weight_file_type("q4_0"));
+    CHECK(q4.file_bytes() == layers / 32 * 18 + embd / 256 * 210 + 4 * norms);
+    CHECK(q4.file_bytes() == 763097088.0);
+    // llama-quantize (llama.cpp de3ff815) on a random-weight F16 GGUF of this shape printed
+    // "model size = 2357.26 MiB", "quant size = 727.75 MiB" (Q4_0) and "762.81 MiB" (Q4_K_M, with
+    // attn_v / ffn_down at q6_K in layers 0 1 4 7 10 13 14 15 and token_embd at q6_K)
+    CHECK(f16.file_bytes() / 1048576 == doctest::Approx(2357.26).epsilon(0.000005));
+    CHECK(q4.file_bytes() / 1048576 == doctest::Approx(727.75).epsilon(0.000007));
+    const weight_bytes q4km = model_weight_bytes(m, parse_weight_file_type("q4_K_M"));
+    CHECK(q4km.file_bytes() == 799862784.0);
+    CHECK(q4km.file_bytes() / 1048576 == doctest::Approx(762.81).epsilon(0.000007));
+    // untied (Llama-3.1-8B): token_embd is a row lookup, not read per ubatch
+    const weight_bytes l8 = model_weight_bytes(model_preset("llama-3.1-8b"), parse_weight_file_type("f16"));
+    CHECK(l8.token_embd == 2.0 * 4096 * 128256);
+    CHECK(l8.read_per_ubatch() == l8.file_bytes() - l8.token_embd);
+    // a custom shape (no dimensions): n_params of the default type
+    const weight_bytes tiny = model_weight_bytes(model_preset("tiny-llama"), parse_weight_file_type("q8_0"));
+    CHECK(tiny.read_per_ubatch() == 0.5e6 / 32 * 34);
+}
+
+TEST_CASE("step time by hand: fractions, overheads, linear attention") {
+    device_profile d;
+    d.name = "t";
+    d.bandwidth_gbs = 10;
+    d.peak_tflops = 0.1;
+    d.weight_read_fraction = 0.5;
+    d.gemm_fraction = {{1, 0.25}, {16, 0.5}};
+    d.ubatch_overhead_s = 1e-3;
+    d.layer_overhead_s = 1e-5;
+    const model_shape m = model_preset("tiny-llama");   // 0.5e6 params, 2 layers, 4 heads of 32
+    step_time_model tm{d, m, &parse_weight_file_type("f16")};
+    const ubatch_work w{4, 256, 1, 2, 256, 1};
+    // gemm fraction at 4 tokens: log2 4 = 2 of 0..4 -> 0.25 + 0.25 * 2 / 4 = 0.375
+    CHECK(d.gemm_fraction_at(4) == doctest::Approx(0.375));
+    CHECK(d.gemm_fraction_at(0.5) == 0.25);
+    CHECK(d.gemm_fraction_at(64) == 0.5);
+    // roofline attention: bytes 1e6 + 256 x 256 x 2 = 1131072 over 5 GB/s; flops 4e6 + 4 x 4 x 256 x 128 x 2 = 5048576 over 37.5 GFLOP/s
+    const double mem = 1131072.0 / 5e9, comp = 5048576.0 / 37.5e9;
+    CHECK(tm.seconds({{w}}) == doctest::Approx(std::max(mem, comp) + 1e-3 + 2e-5).epsilon(1e-12));
+    // linear attention: 1e-12 s per K/V byte, 1e-13 s per FLOP, added
+    d.attention = "linear";
+    d.attn_s_per_kv_byte = 1e-12;
+    d.attn_s_per_flop = 1e-13;
+    step_time_model lin{d, m, &parse_weight_file_type("f16")};
+    const double dense = std::max(1e6 / 5e9, 4e6 / 37.5e9);
+    CHECK(lin.seconds({{w}}) == doctest::Approx(dense + 131072 * 1e-12 + 1048576 * 1e-13 + 1e-3 + 2e-5).epsilon(1e-12));
+    // output rows: Llama-3.2-1B's output matrix costs 2 FLOPs per parameter per logits row, not per token
+    const step_time_model big{device_preset("cpu"), model_preset("llama-3.2-1b"), nullptr};
+    const ubatch_terms t = big.terms({{512, 512, 1, 16, 32768, 1}});
+    CHECK(t.dense_flops == 2.0 * 16 * 60817408 * 512 + 2.0 * 2048 * 128256);
+}
+
+TEST_CASE("device profiles: shipped, round trip, bad files") {
+    const device_profile h = device_preset("h200");
+    CHECK(h.bandwidth_gbs == 4800);
+    CHECK(h.peak_tflops == 989);
+    CHECK(device_preset("a100").peak_tflops == 312);
+    CHECK(device_preset("cpu").bandwidth_gbs == 67);
+    CHECK_FALSE(h.attention_linear());
+    CHECK_THROWS_AS(device_preset("tpu"), std::invalid_argument);
+    device_profile d = device_preset("cpu");
+    d.gemm_fraction = {{1, 0.2}, {512, 0.7}};
+    d.attention = "linear";
+    d.attn_s_per_kv_byte = 2e-11;
+    const device_profile back = parse_device_profile(device_profile_json(d), "x");
+    CHECK(back.gemm_fraction == d.gemm_fraction);
+    CHECK(back.attn_s_per_kv_byte == d.attn_s_per_kv_byte);
+    CHECK(back.attention_linear());
+    using json = nlohmann::json;
+    auto refused = [](const json & j) {
+        try {
+            parse_device_profile(j, "p.json");
+        } catch (const input_error & e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    CHECK(refused({{"peak_tflops", 1}}).find("bandwidth_gbs") != std::string::npos);
+    CHECK(refused({{"bandwidth_gbs", -1}, {"peak_tflops", 1}}).find("bandwidth_gbs") != std::string::npos);
+    CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"bandwith", 2}}).find("unknown field") != std::string::npos);
+    CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"gemm_fraction", {{16, 0.5}, {8, 0.5}}}}).find("gemm_fraction") != std::string::npos);
+    CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"attention", "cubic"}}).find("attention") != std::string::npos);
+    CHECK(refused(json::array()).find("JSON object") != std::string::npos);
+    scratch_dir dir("devprof");
+    std::ofstream(dir / "bad.json") << "{ not json";
+    CHECK_THROWS_AS(load_device_profile(dir / "bad.json"), input_error);
+}
+
+namespace {
+// Decode groups (llama_decode calls) of an op trace, by batch label, in file order.
+std::vector<std::string> decode_labels(const std::string & path) {
+    std::vector<std::string> v;
+    for (const auto & g : read_op_trace(path).groups) {
+        if (g.op == op_kind::decode) v.push_back(g.rows.front().batch);
+    }
+    return v;
+}
+}  // namespace
+
+TEST_CASE("steps.csv: one row per decode call of the emitted op trace, same order and labels") {
+    scratch_dir dir("steps");
+    for (const std::string extra : {"--arrivals saturate", "-np 2 --cache-ram 64 --arrivals saturate", ""}) {
+        CAPTURE(extra);
+        const auto r = run_kvsim("replay traces/requests/azure_sample.csv --model llama-3.2-1b --weights q4_K_M --device cpu "
+                                 "--backend none --limit 60 -c 16384 -q --out " + (dir / "o") + " --emit-ops " + (dir / "ops.csv") + " " + extra);
+        REQUIRE(r.rc == 0);
+        const auto labels = decode_labels(dir / "ops.csv");
+        const auto rows = lines_of(read_text(dir / "o/steps.csv"));
+        REQUIRE(rows.size() == labels.size() + 1);
+        CHECK(rows[0] == "step,label,kind,rc,n_tokens,n_seqs,n_prompt_tokens,n_gen_tokens,n_ubatch,n_kv,t_start_s,predicted_ms,kv_visible");
+        double sum_ms = 0;
+        uint64_t prompt = 0, gen = 0;
+        for (size_t i = 0; i < labels.size(); ++i) {
+            std::vector<std::string> f;
+            std::stringstream ss(rows[i + 1]);
+            for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+            REQUIRE(f.size() == 13);
+            CHECK(f[0] == std::to_string(i));
+            CHECK(f[1] == labels[i]);
+            CHECK((f[2] == "restore") == (labels[i].find('.') != std::string::npos));
+            sum_ms += std::stod(f[11]);
+            prompt += std::stoull(f[6]);
+            gen += std::stoull(f[7]);
+        }
+        const auto summary = nlohmann::json::parse(read_text(dir / "o/summary.json"));
+        CHECK(prompt == summary["totals"]["prompt_tokens_decoded"].get<uint64_t>());
+        CHECK(gen == summary["totals"]["gen_tokens_decoded"].get<uint64_t>());
+        // saturated arrivals leave no idle time: the simulated time is the sum of the predicted steps
+        if (extra.find("saturate") != std::string::npos) {
+            CHECK(sum_ms / 1e3 == doctest::Approx(summary["totals"]["sim_seconds"].get<double>()).epsilon(1e-6));
+        }
+    }
+}
+
+TEST_CASE("kvsim replay --device FILE / --weights: bad values exit 2 naming the value") {
+    scratch_dir dir("devcli");
+    std::ofstream(dir / "p.json") << R"({"bandwidth_gbs": 30, "peak_tflops": 0.3, "speed": 1})";
+    auto r = run_kvsim("replay traces/requests/azure_sample.csv --backend none -q --device " + (dir / "p.json"));
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("speed") != std::string::npos);
+    r = run_kvsim("replay traces/requests/azure_sample.csv --backend none -q --device nosuch");
+    CHECK(r.rc == 2);
+    r = run_kvsim("replay traces/requests/azure_sample.csv --backend none -q --weights q3_K_XL");
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("q3_K_XL") != std::string::npos);
+    std::ofstream(dir / "ok.json") << R"({"name": "mine", "bandwidth_gbs": 30, "peak_tflops": 0.3})";
+    r = run_kvsim("replay traces/requests/azure_sample.csv --backend none -q --limit 5 --out " + (dir / "o") + " --device " + (dir / "ok.json"));
+    CHECK(r.rc == 0);
+    const auto summary = nlohmann::json::parse(read_text(dir / "o/summary.json"));
+    CHECK(summary["device"]["name"] == "mine");
+    CHECK(summary["device"]["source"] == "file");
+    CHECK(summary["weights"]["type"] == "f16");
+}
+
+TEST_CASE("visible cells: each token of a sequence sees its sequence's cells up to its position") {
+    context_params cp;
+    cp.n_ctx = 512;
+    cp.n_seq_max = 2;
+    cp.kv_unified = true;
+    context ctx(model_preset("tiny-llama"), cp);
+    ubatch_work_collector col(ctx);
+    llama_batch_in b;
+    for (int i = 0; i < 10; ++i) b.add(i, {0});
+    for (int i = 0; i < 5; ++i) b.add(i, {1});
+    REQUIRE(ctx.decode(b, &col) == DECODE_OK);
+    REQUIRE(col.work.size() == 1);
+    // seq 0: 10 + 9 + ... + 1 = 55; seq 1: 15; n_kv charges every token 256 cells
+    CHECK(col.work[0][0].visible == 70);
+    CHECK(col.work[0][0].n_kv == 256);
+    col.work.clear();
+    llama_batch_in g;
+    g.add(10, {0});
+    g.add(5, {1});
+    REQUIRE(ctx.decode(g, &col) == DECODE_OK);
+    CHECK(col.work[0][0].visible == 11 + 6);
+    // the model charges the visible cells when the profile says so
+    device_profile d = device_preset("cpu");
+    d.attention = "linear";
+    d.attn_s_per_kv_byte = 1e-9;
+    d.attention_cells = "visible";
+    const step_time_model vis{d, model_preset("tiny-llama"), nullptr};
+    CHECK(vis.terms(col.work[0]).kv_bytes == 17.0 * 256 * 2);   // 256 bytes per cell and layer (f16), 2 layers
+    d.attention_cells = "n_kv";
+    const step_time_model all{d, model_preset("tiny-llama"), nullptr};
+    CHECK(all.terms(col.work[0]).kv_bytes == 256.0 * 256 * 2);
+    CHECK(parse_device_profile(device_profile_json(vis.device), "x").attention_cells == "visible");
+}

@@ -1,0 +1,171 @@
+// Hostile input to the time model (docs/reliability.md, 2026-12-01): each case is a file or flag
+// that once crashed, hung, overwrote an input or gave an absurd time; now one error, exit 2,
+// nothing written.
+#include "cli_test_util.h"
+#include "sched/calibrate.h"
+#include "core/errors.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+
+using namespace kvsim;
+using namespace kvsim_test;
+using json = nlohmann::json;
+
+namespace {
+const char * k_data = "tests/data/llama-bench/synthetic-llama-3.2-1b-q4_0.json";
+const char * k_trace = "traces/requests/azure_sample.csv";
+
+std::string bench_error(const fs::path & file) {
+    try {
+        read_llama_bench(file);
+    } catch (const input_error & e) {
+        return e.what();
+    }
+    return "";
+}
+
+std::string profile_error(const json & j) {
+    try {
+        parse_device_profile(j, "p.json");
+    } catch (const input_error & e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+TEST_CASE("llama-bench files: out-of-range fields are refused by name, not wrapped or replayed for minutes") {
+    scratch_dir dir("hostile-bench");
+    auto with = [&](const char * field, const json & value) {
+        auto j = json::parse(read_text(k_data));
+        j[0][field] = value;
+        std::ofstream(dir / "x.json") << j.dump();
+        return bench_error(dir / "x.json");
+    };
+    // 2^32 used to wrap to 0 in the uint32_t cast ("n_prompt and n_gen are both 0")
+    CHECK(with("n_prompt", 4294967296ull).find("entry 0: field n_prompt must be in [0, 1048576]") != std::string::npos);
+    // 1e8 single-token decodes / a 2^29-cell context: minutes and tens of GB before
+    CHECK(with("n_gen", 100000000).find("field n_gen must be in") != std::string::npos);
+    CHECK(with("n_depth", 536870912).find("field n_depth must be in") != std::string::npos);
+    CHECK(with("n_depth", 1048100).find("exceed 1048576 tokens") != std::string::npos);   // + n_prompt 512
+    CHECK(with("n_threads", 99999999999ull).find("field n_threads") != std::string::npos);   // int overflow before
+    CHECK(with("flash_attn", 5).find("field flash_attn must be in [-1, 1]") != std::string::npos);
+    CHECK(with("avg_ns", 18446744073709551615ull).find("field avg_ns must be in") != std::string::npos);
+
+    std::ofstream(dir / "empty.json") << "";
+    CHECK(bench_error(dir / "empty.json").find("is empty") != std::string::npos);
+    fs::create_directories(dir / "adir");
+    CHECK(bench_error(dir / "adir").find("is a directory") != std::string::npos);
+    {
+        // jsonl with one bad line: that line is named
+        std::ofstream f(dir / "b.jsonl");
+        for (const auto & e : json::parse(read_text(k_data))) f << e.dump() << '\n';
+        f << "{bad\n";
+    }
+    CHECK(bench_error(dir / "b.jsonl").find("b.jsonl:10:") != std::string::npos);
+}
+
+TEST_CASE("kvsim calibrate -o onto an input is refused and the input is kept") {
+    scratch_dir dir("hostile-out");
+    const std::string in = dir / "bench.json";
+    fs::copy_file(k_data, in);
+    const std::string before = read_text(in);
+    auto r = run_kvsim("calibrate " + in + " --model llama-3.2-1b -o " + in);
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("is an input") != std::string::npos);
+    CHECK(lines_of(r.err).size() == 1);
+    CHECK(read_text(in) == before);
+    // the same file by another spelling
+    r = run_kvsim("calibrate " + in + " --model llama-3.2-1b -o " + (dir / ".") + "/bench.json");
+    CHECK(r.rc == 2);
+    CHECK(read_text(in) == before);
+}
+
+TEST_CASE("device profiles: numbers outside the physical range are refused by field") {
+    const json ok = {{"bandwidth_gbs", 100}, {"peak_tflops", 1}};
+    auto with = [&](const char * k, const json & v) {
+        json j = ok;
+        j[k] = v;
+        return profile_error(j);
+    };
+    CHECK(profile_error(ok).empty());
+    // 1e-300 GB/s and 1e300 s per ubatch printed 1e300-second replays
+    CHECK(with("bandwidth_gbs", 1e-300).find("field bandwidth_gbs") != std::string::npos);
+    CHECK(with("bandwidth_gbs", 1e308).find("field bandwidth_gbs") != std::string::npos);
+    CHECK(with("peak_tflops", 1e-30).find("field peak_tflops") != std::string::npos);
+    CHECK(with("ubatch_overhead_s", 1e300).find("field ubatch_overhead_s") != std::string::npos);
+    CHECK(with("attn_s_per_flop", 1.0).find("field attn_s_per_flop") != std::string::npos);
+    CHECK(with("threads", 2.7).find("field threads must be a finite whole number") != std::string::npos);
+    CHECK(with("threads", 1e12).find("field threads") != std::string::npos);
+    CHECK(with("weight_read_fraction", 1000).find("field weight_read_fraction") != std::string::npos);
+    CHECK(with("gemm_fraction", json::array({json::array({1, 50})})).find("gemm_fraction") != std::string::npos);
+    // a fraction a little above 1 stays legal: calibrate fits against a base peak the machine can beat
+    CHECK(with("weight_read_fraction", 1.5).empty());
+}
+
+TEST_CASE("kvsim replay: --bandwidth-gbs / --tflops outside the profile range exit 2 with nothing written") {
+    scratch_dir dir("hostile-replay");
+    for (const std::string flag : {"--bandwidth-gbs 1e300", "--bandwidth-gbs 1e-9", "--tflops 1e-30", "--tflops 1e9"}) {
+        CAPTURE(flag);
+        const auto r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 " + flag + " --out " + (dir / "o"));
+        CHECK(r.rc == 2);
+        CHECK(lines_of(r.err).size() == 1);
+        CHECK_FALSE(fs::exists(dir / "o"));
+    }
+}
+
+TEST_CASE("--device host: thread counts out of range and a memory limit are one error, not std::terminate") {
+    for (const char * t : {"-5", "100000"}) {
+        const auto r = run_kvsim(std::string("calibrate ") + k_data + " --model llama-3.2-1b --device host -t " + t);
+        CHECK(r.rc == 2);
+        CHECK(r.err.find("--threads") != std::string::npos);
+    }
+#if defined(__SANITIZE_ADDRESS__)
+    MESSAGE("SKIPPED: ulimit -v under AddressSanitizer (its shadow memory needs the address space)");
+#else
+    // 700 MB of address space: the 512 MiB buffer fits, 1024 thread stacks do not (was: SIGABRT,
+    // "terminate called without an active exception"); 400 MB: the buffer does not (was: std::bad_alloc, exit 1)
+    scratch_dir dir("hostile-host");
+    for (const char * limit : {"700000", "400000"}) {
+        CAPTURE(limit);
+        const std::string cmd = std::string("ulimit -v ") + limit + "; " + KVSIM_BINARY_DIR + "/kvsim replay " + k_trace +
+                                " --backend none -q --limit 5 --device host -t 1024 --out " + (dir / "o") + " 2>" + (dir / "err");
+        const int st = std::system(cmd.c_str());
+        CHECK(WIFEXITED(st));
+        CHECK(WEXITSTATUS(st) == 2);
+        CHECK(read_text(dir / "err").rfind("kvsim: error: --device host: ", 0) == 0);
+        CHECK_FALSE(fs::exists(dir / "o"));
+    }
+#endif
+}
+
+TEST_CASE("kvsim replay --backend none: a context too large for memory does not suggest --backend none") {
+    const double phys = (double) sysconf(_SC_PHYS_PAGES) * (double) sysconf(_SC_PAGE_SIZE);
+    if (!(phys > 0 && phys < 100.0 * (1ull << 30))) {
+        MESSAGE("SKIPPED: 2^30 cells fit in this machine's memory");
+        return;
+    }
+    const auto r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 -c 1073741824");
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("lower -c or -np") != std::string::npos);
+    CHECK(r.err.find("use --backend none") == std::string::npos);
+}
+
+TEST_CASE("kvsim calibrate: results far faster than the base profile are refused with the fix, not written as a 60x fraction") {
+    scratch_dir dir("hostile-fast");
+    auto j = json::parse(read_text(k_data));
+    for (auto & e : j) e["avg_ns"] = e["avg_ns"].get<uint64_t>() / 100;   // a GPU's times fitted against --device cpu
+    std::ofstream(dir / "fast.json") << j.dump();
+    auto r = run_kvsim("calibrate " + (dir / "fast.json") + " --model llama-3.2-1b -o " + (dir / "p.json"));
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("much faster machine") != std::string::npos);
+    CHECK(lines_of(r.err).size() == 1);
+    CHECK_FALSE(fs::exists(dir / "p.json"));
+    r = run_kvsim("calibrate " + (dir / "fast.json") + " --model llama-3.2-1b --device h100 -o " + (dir / "p.json"));
+    CHECK(r.rc == 0);
+    CHECK(load_device_profile(dir / "p.json").weight_read_fraction <= 1.5);
+}
