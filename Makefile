@@ -1,4 +1,4 @@
-# Front door. `make` builds, `make test` builds and runs the test suite, `make replay` runs the
+# Front door. `make` builds, `make test` builds, checks the layers and runs the test suite, `make replay` runs the
 # main job on the bundled Azure 2023 conversation trace, `make deps` installs Debian packages.
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
@@ -30,12 +30,14 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# scripts/check-layers.sh first: the include graph follows the layer table (also a ctest, check_layers)
 test: build
+	scripts/check-layers.sh
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# The main job: the bundled Azure 2023 conversation trace (19,366 requests) through a Llama-3-8B
-# shaped cache (Llama-3.1-8B: 128K training context), 8 llama-server slots sharing one 64K-cell stream, real CPU attention kernels timed
-# on sampled steps. Outputs (summary.json, occupancy.csv, requests.csv, bandwidth.csv,
+# The main job: the bundled Azure 2023 conversation trace (19,366 requests) through a Llama-3.1-8B
+# shaped cache (128K training context), 8 llama-server slots sharing one 64K-cell stream, real CPU attention kernels timed
+# on sampled steps. Outputs (summary.json, occupancy.csv, requests.csv, steps.csv, bandwidth.csv,
 # report.html) land in kvsim-out/.
 REPLAY_FLAGS ?= --model llama-3.1-8b -c 65536 -np 8 -kvu
 replay: deps $(BUILD)/CMakeCache.txt

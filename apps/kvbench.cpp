@@ -1,71 +1,28 @@
 // kvbench: attention-cost sweeps over context length, KV type and batch (kvbench sweep), merging of sharded
 // sweeps (kvbench merge) and the KV-cache bookkeeping micro-benchmark (kvbench cache). Thin CLI: parsing here,
-// measuring in kernels/bench/, results and writers in lib/bench/.
+// measuring, results and writers in lib/bench/.
+#include "cpu/cpu_isa.h"
 #include "bench/bench_writers.h"
 #include "bench/cache_bench.h"
 #include "bench/sweep_runner.h"
 #include "common/bench_backend.h"
+#include "common/llama_args.h"
 #include "cpu/cpu_backend.h"
 #include "model/model.h"
 #include "replay/replay_options.h"
-#include "util/errors.h"
+#include "core/errors.h"
+#include "util/interrupt.h"
 #include "util/progress.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/ostream.h>
 
-#include <unistd.h>
-
-#include <atomic>
-#include <csignal>
 #include <cstring>
-#include <ctime>
 #include <iostream>
 
 namespace {
 
 using namespace kvsim;
-
-std::atomic<bool> g_stop{false};
-volatile std::sig_atomic_t g_signal = 0;
-std::atomic<long long> g_first_ns{0};
-
-long long monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);   // async-signal-safe
-    return (long long) ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-// SIGINT and SIGTERM alike: the first one asks the sweep to stop (the timing loops poll g_stop between calls, so
-// the unfinished point is abandoned and the finished ones are written) and says so once. A repeat within one
-// second is the same request delivered twice (GNU timeout signals the child and then its process group) and is
-// ignored; a later one restores the default action and re-raises: the process terminates at once. Only
-// async-signal-safe calls here.
-extern "C" void on_stop_signal(int sig) {
-    if (!g_stop.load()) {
-        g_signal = sig;
-        g_first_ns.store(monotonic_ns());
-        g_stop.store(true);
-        static const char msg[] = "\nkvbench: stopping after the current point (press Ctrl-C again to stop now)\n";
-        const ssize_t n = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-        (void) n;
-        return;
-    }
-    if (monotonic_ns() - g_first_ns.load() < 1000000000LL) return;
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
-}
-
-void install_stop_handler() {
-    struct sigaction sa;
-    std::memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT);
-    sigaddset(&sa.sa_mask, SIGTERM);
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-}
 
 // "--OPT N": N MiB, refused when above `max_mib` (the memory budget; also keeps N << 20 from overflowing).
 size_t mib_bytes(const char * option, int64_t mib, size_t max_mib, size_t phys) {
@@ -190,10 +147,11 @@ int run_sweep_cmd(const sweep_cli & cli) {
     const sweep_config c = cli.finish();
     check_output_dir("--out", cli.out);   // before measuring: a bad -o must not cost a whole sweep
     bench_backend bb = make_bench_backend(c.backend, c.threads);
-    install_stop_handler();
+    // SIGINT, SIGTERM and SIGHUP: the sweep stops after the current point (lib/util/interrupt.h)
+    install_interrupt_handler("\nkvbench: stopping after the current point (press Ctrl-C again to stop now)\n");
     progress_bar bar("kvbench sweep", std::nullopt);
     sweep_hooks hooks;
-    hooks.stop = &g_stop;
+    hooks.stop = interrupt_flag();
     hooks.progress = [&](size_t done, size_t total) { bar.update(done, total); };
     hooks.timer = bb.timer;
     hooks.measure_limit = bb.measure_limit;
@@ -205,7 +163,7 @@ int run_sweep_cmd(const sweep_cli & cli) {
     write_outputs(cli.out, o);
     print_output(o, cli.format);
     std::cerr << fmt::format("kvbench: wrote {0}/kvbench.csv, {0}/kvbench.json, {0}/kvbench.svg\n", cli.out);
-    if (o.interrupted) return g_signal ? 128 + (int) g_signal : EXIT_INTERRUPTED;
+    if (o.interrupted) return interrupt_signal() ? 128 + interrupt_signal() : EXIT_INTERRUPTED;
     if (sweep_exit_code(o) != 0) {
         std::cerr << "kvbench: point(s) FAILED the output check against the reference/Eigen (see the table)\n";
         return EXIT_FAILURE_INTERNAL;
@@ -239,6 +197,10 @@ int run_cache_cmd(const cache_bench_params & base) {
                base.n_ctx, base.model);
     fmt::print("{:>13} {:>8} {:>7} {:>9} {:>9} {:>9} {:>11} {:>8} {:>12} {:>10}\n", "layout", "kv_size", "streams",
                "ops", "decodes", "no_slot", "tokens", "secs", "ops/s", "ns/token");
+    context_params cp;   // the context run_cache_bench builds, checked in the flags' names (where it failed before)
+    cp.n_ctx = base.n_ctx;
+    cp.n_seq_max = base.n_seq;
+    check_context_flags(cp);
     for (bool unified : {true, false}) {
         cache_bench_params p = base;
         p.unified = unified;
@@ -291,6 +253,7 @@ int main(int argc, char ** argv) {
         return code == 0 ? EXIT_OK : EXIT_BAD_INPUT;
     }
     try {
+        cpu::check_cpu_isa_env();
         if (sweep->parsed()) return run_sweep_cmd(sc);
         if (merge->parsed()) return run_merge_cmd(merge_in, merge_out, merge_format);
         if (cache->parsed()) return run_cache_cmd(cp);

@@ -1,11 +1,13 @@
 // kvsim: replay LLM inference workloads through a faithful re-implementation of llama.cpp's
 // KV cache. Thin CLI: parsing here, everything else in lib/ and kernels/.
+#include "cpu/cpu_isa.h"
+#include "common/calibrate_cli.h"
 #include "common/llama_args.h"
 #include "common/replay_cli.h"
 #include "replay/run_replay.h"
 #include "trace/convert.h"
 #include "trace/inspect.h"
-#include "util/errors.h"
+#include "core/errors.h"
 #include "util/interrupt.h"
 
 #include <CLI/CLI.hpp>
@@ -39,6 +41,10 @@ int main(int argc, char ** argv) {
     convert->add_option("--from", conv_from, "Source format (default: detected)")->check(CLI::IsMember({"auto", "azure", "mooncake", "burstgpt"}));
     convert->add_option("--block-tokens", block_tokens, "Tokens per generated Mooncake hash_id block")->check(CLI::PositiveNumber);
 
+    CLI::App * calibrate = app.add_subcommand("calibrate", "Fit a device profile (--device FILE) to llama-bench -o json results");
+    calibrate_cli cc;
+    cc.add_to(*calibrate);
+
     std::vector<std::string> args = rewrite_llama_args(argc, argv);
     std::vector<const char *> cargs;
     for (const auto & a : args) cargs.push_back(a.c_str());
@@ -49,8 +55,12 @@ int main(int argc, char ** argv) {
         return code == 0 ? EXIT_OK : EXIT_BAD_INPUT;
     }
     try {
+        cpu::check_cpu_isa_env();
         if (replay->parsed()) {
             return rc.run(std::cout);
+        }
+        if (calibrate->parsed()) {
+            return cc.run(std::cout);
         }
         if (inspect->parsed()) {
             const auto j = inspect_trace(insp_trace, insp_format, block_tokens);

@@ -1,5 +1,5 @@
 #include "attention.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "hadamard.h"
-#include "kv/types.h"
+#include "core/types.h"
 #include "kv_tensor.h"
 #include "rope.h"
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kv/ggml_type.h"
+#include "core/ggml_type.h"
 
 namespace kvsim {
 

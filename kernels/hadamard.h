@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kv/ggml_type.h"
+#include "core/ggml_type.h"
 
 namespace kvsim {
 

@@ -6,7 +6,7 @@
 
 #include "hadamard.h"
 #include "kv_tensor.h"
-#include "kv/types.h"
+#include "core/types.h"
 
 namespace kvsim {
 

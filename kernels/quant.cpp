@@ -1,7 +1,9 @@
 #include "quant.h"
 
+#include "cpu/isa_target.h"
+
 // ggml rounds x*id and x*id + 8.5f separately; a fused multiply-add would change some nibbles.
-#pragma GCC optimize("fp-contract=off")
+KVSIM_FP_CONTRACT_OFF
 
 #include <cmath>
 #if defined(__AVX512F__)

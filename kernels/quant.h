@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "fp16.h"
-#include "kv/ggml_type.h"
+#include "core/ggml_type.h"
 
 namespace kvsim {
 

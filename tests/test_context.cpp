@@ -2,7 +2,7 @@
 // src/llama-kv-cache-iswa.cpp: SWA cache size; llama_kv_cache's size sums for the KV bytes).
 #include "cache_test_util.h"
 #include "kv/context.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <doctest/doctest.h>
 

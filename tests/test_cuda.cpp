@@ -18,7 +18,7 @@
 #include "kernel_test_util.h"
 #include "reference.h"
 #include "test_skip.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #if defined(KVSIM_HAVE_CUDA)
 #include "cuda_backend.h"

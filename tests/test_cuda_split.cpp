@@ -23,7 +23,7 @@
 
 #if defined(KVSIM_HAVE_CUDA)
 #include "cuda_fa_decode.h"
-#include "util/errors.h"
+#include "core/errors.h"
 #endif
 
 using namespace kvsim::cuda;

@@ -2,6 +2,8 @@
 // AVX-512 and AMX): CPU backend vs the double-precision reference.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "fa_cases.h"
@@ -17,8 +19,15 @@ std::vector<cpu_isa> levels() {
     std::vector<cpu_isa> v{cpu_isa::scalar};
     if (cpu::cpu_isa_supported(cpu_isa::avx2)) {
         v.push_back(cpu_isa::avx2);
-    } else {
+    } else if (!cpu::cpu_isa_supported(cpu_isa::neon)) {
         MESSAGE("SKIPPED for this CPU: the AVX2 loops (no AVX2 + FMA + F16C); the scalar loops ran");
+    }
+    // aarch64 (scripts/test-aarch64.sh runs this file under qemu-user): NEON, and SDOT where the CPU has it
+    for (cpu_isa i : {cpu_isa::neon, cpu_isa::neon_dotprod}) {
+        if (cpu::cpu_isa_supported(i)) v.push_back(i);
+    }
+    if (cpu::cpu_isa_supported(cpu_isa::neon) && !cpu::cpu_isa_supported(cpu_isa::neon_dotprod)) {
+        MESSAGE("SKIPPED for this CPU: the NEON SDOT loop (no dot-product extension); the SMULL one ran");
     }
     return v;
 }
@@ -52,7 +61,7 @@ TEST_CASE("SWA borders, fully masked rows, softcap and ALiBi") {
 TEST_CASE("the backend runs the best loops this CPU has, and refuses a level it lacks") {
     cpu_backend be(1);
     CHECK(be.isa() == cpu::cpu_isa_best());
-    for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512}) {
+    for (cpu_isa isa : {cpu_isa::scalar, cpu_isa::avx2, cpu_isa::avx512, cpu_isa::neon, cpu_isa::neon_dotprod}) {
         if (cpu::cpu_isa_supported(isa)) {
             CHECK_NOTHROW(be.set_isa(isa));
             CHECK(be.isa() == isa);
@@ -65,6 +74,12 @@ TEST_CASE("the backend runs the best loops this CPU has, and refuses a level it 
     CHECK(cpu::fa_group_supported(cpu_isa::avx2, ggml_type::q4_0, ggml_type::f16, 64, 128) ==
           cpu::cpu_isa_supported(cpu_isa::avx2));
     CHECK_FALSE(cpu::fa_group_supported(cpu::cpu_isa_best(), ggml_type::f16, ggml_type::f16, 72, 72));  // 72 % 16
+    // scripts/test-aarch64.sh names the level each emulated CPU must get (Cortex-A53: neon; qemu's max: neon_dotprod)
+    if (const char * want = std::getenv("KVSIM_EXPECT_ISA")) CHECK(std::string(cpu::cpu_isa_name(cpu::cpu_isa_best())) == want);
+    // the two families never mix: an x86-64 CPU has no NEON level, an aarch64 CPU no AVX level
+    CHECK_FALSE((cpu::cpu_isa_supported(cpu_isa::avx2) && cpu::cpu_isa_supported(cpu_isa::neon)));
+    CHECK(cpu::fa_group_supported(cpu_isa::neon, ggml_type::q8_0, ggml_type::q4_0, 64, 128) ==
+          cpu::cpu_isa_supported(cpu_isa::neon));
 }
 
 // Q.K of a q8_0 K takes Q rounded through q8_0 (ggml's vec_dot_type); the AMX tiles and the FMA loops must then

@@ -4,6 +4,8 @@
 // NAME.csv is the op trace, NAME.oracle.jsonl what llama.cpp de3ff815 did with it
 // (scripts/make-golden.sh regenerates them; docs/golden.md describes each scenario).
 #include <doctest/doctest.h>
+
+#include "test_skip.h"
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
@@ -273,12 +275,10 @@ TEST_CASE("golden: kvsim replay matches llama.cpp cell by cell") {
 TEST_CASE("golden: the committed oracle traces are what llama.cpp produces now") {
     const std::string oracle = find_or_build_oracle();
     if (oracle.empty()) {
-        MESSAGE("skipped: no kvoracle at " << kOracleWork << " and none could be built from " << kOracleDir);
-        return;
+        KVSIM_SKIP_CASE(std::string("no kvoracle at ") + kOracleWork + " and none could be built from " + kOracleDir);
     }
     if (std::system("python3 -c pass > /dev/null 2>&1") != 0 || !fs::exists(std::string(kOracleDir) + "/csv2script.py")) {
-        MESSAGE("skipped: python3 or " << kOracleDir << "/csv2script.py missing");
-        return;
+        KVSIM_SKIP_CASE(std::string("python3 or ") + kOracleDir + "/csv2script.py missing");
     }
     temp_dir tmp;
     for (const auto & s : read_manifest()) {

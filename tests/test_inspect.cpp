@@ -1,9 +1,11 @@
 // kvsim inspect (trace statistics) and kvsim convert (request format conversion).
 #include "trace/convert.h"
 #include "trace/inspect.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <doctest/doctest.h>
+
+#include "test_skip.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -162,8 +164,7 @@ TEST_CASE("convert: ops target, op-trace input, bad input and unknown format are
 TEST_CASE("kvsim inspect / convert CLI: exit statuses, JSON output") {
     const std::string kvsim = bin + "/kvsim";
     if (!std::filesystem::exists(kvsim)) {
-        MESSAGE("kvsim not built; CLI checks skipped");
-        return;
+        KVSIM_SKIP_CASE("kvsim not built: " + kvsim);
     }
     const std::string js = tmp("inspect.json");
     REQUIRE(sh(kvsim + " inspect " + src + "/traces/requests/azure_sample.csv --json > " + js) == 0);

@@ -5,7 +5,7 @@
 #include "trace/request_trace.h"
 #include "trace/text_lines.h"
 #include "util/atomic_file.h"
-#include "util/errors.h"
+#include "core/errors.h"
 #include "util/interrupt.h"
 
 #include <doctest/doctest.h>

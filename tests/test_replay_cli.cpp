@@ -598,3 +598,26 @@ TEST_CASE("--verify holds across a RAM-cache restore into another slot") {
         CHECK(s.at("bandwidth").at("verify").at("steps").get<uint64_t>() > 0);
     }
 }
+
+TEST_CASE("KVSIM_CPU_ISA naming no level is one usage error before any work; a known level runs") {
+    scratch_dir d("cpu_isa_env");
+    const std::string out = d / "o";
+    const std::string cmd = "replay traces/ops/two_seq_interleave.csv --model tiny-llama -c 256 -np 2 -kvu --backend cpu "
+                            "--no-progress -q --out " + out;
+    for (const char * bad : {"AVX2", "sclar", "avx512f"}) {
+        CAPTURE(bad);
+        ::setenv("KVSIM_CPU_ISA", bad, 1);
+        const auto r = run_kvsim(cmd);
+        CHECK(r.rc == 2);
+        CHECK(r.err == "kvsim: error: KVSIM_CPU_ISA='" + std::string(bad) +
+                           "' is not a level: scalar, avx2, avx512, neon or neon_dotprod\n");
+        CHECK_FALSE(fs::exists(out));
+    }
+    for (const char * good : {"scalar", "avx512", ""}) {   // avx512 on a CPU without it: ignored, as documented
+        CAPTURE(good);
+        ::setenv("KVSIM_CPU_ISA", good, 1);
+        const auto r = run_kvsim(cmd);
+        CHECK_MESSAGE(r.rc == 0, r.err);
+    }
+    ::unsetenv("KVSIM_CPU_ISA");
+}

@@ -1,6 +1,6 @@
 // report.html and the cell-map sampler behind its heat strip.
 #include "kv/context.h"
-#include "replay/op_runner.h"
+#include "drive/op_runner.h"
 #include "report/cell_map_sampler.h"
 #include "report/html_report.h"
 #include "report/occupancy.h"

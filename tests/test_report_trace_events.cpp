@@ -1,6 +1,6 @@
 // The Perfetto / Chrome trace-event timeline (--trace-json), checked against the format's rules.
 #include "kv/context.h"
-#include "replay/op_runner.h"
+#include "drive/op_runner.h"
 #include "report/trace_events.h"
 
 #include <doctest/doctest.h>

@@ -6,7 +6,7 @@
 // re-derived from its recording (ctx_params sets n_ubatch = n_batch; the scenarios use the
 // server's -ub where it does not change the ops).
 #include "replay/op_replay.h"
-#include "replay/op_runner.h"
+#include "drive/op_runner.h"
 #include "report/dump_cells.h"
 #include "sched/server_sim.h"
 #include "sched/step_time.h"

@@ -1,6 +1,6 @@
 // Native op trace reader/writer (lib/trace/op_trace.h).
 #include "trace/op_trace.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <doctest/doctest.h>
 

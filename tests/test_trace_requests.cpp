@@ -1,8 +1,10 @@
 // Request trace readers (lib/trace/request_trace.h): Azure 2023, Mooncake FAST'25, BurstGPT.
 #include "trace/request_trace.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <doctest/doctest.h>
+
+#include "test_skip.h"
 
 #include <filesystem>
 #include <fstream>
@@ -129,8 +131,7 @@ TEST_CASE("Mooncake sample: exact values and shared prefixes") {
 TEST_CASE("Mooncake conversation trace (../shared, when present)") {
     const std::string path = "../shared/data/traces/mooncake_conversation_trace.jsonl";
     if (!std::filesystem::exists(path)) {
-        MESSAGE("skipped: " << path << " not found");
-        return;
+        KVSIM_SKIP_CASE(path + " not found");
     }
     const request_trace t = read_request_trace(path);
     CHECK(t.format == request_format::mooncake);

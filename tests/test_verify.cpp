@@ -64,6 +64,14 @@ TEST_CASE("verify: q8_0 K/V, quantized K-shift, head size 32 (no rotation) and 1
     check_verified("traces/ops/context_shift.csv", std::string("-c 256 -np 1") + k_head128 + k_q8);
 }
 
+TEST_CASE("verify: --time-layers 2 checks layer 0's output (both layers write one output buffer)") {
+    // layer 1's K/V content differs from layer 0's; checking its output against layer 0's reference failed on
+    // both runs (max |err| 0.78 and 0.29 over the tolerance) before the layers ran last to first
+    check_verified("traces/ops/multi_seq_batch.csv", "--model tiny-llama -c 256 -np 4 -kvu --time-layers 2 --verify-every 2");
+    check_verified("traces/requests/mooncake_sample.jsonl",
+                   "--model tiny-llama -c 2048 -np 4 --no-kv-unified -ctk q8_0 -ctv q4_0 --verify-every 3 --time-layers 2");
+}
+
 TEST_CASE("verify: a request trace through the scheduler with context shifts, q8_0, head 128") {
     // n_ctx_seq 256: both requests (240 + 40 and 200 + 60 tokens) shift once
     const json s = check_verified("tests/data/sched/two_shifts.jsonl", std::string("-c 512 -np 2 --context-shift") + k_head128 + k_q8);

@@ -1,7 +1,7 @@
 #include "common/bench_backend.h"
 
 #include "cpu/cpu_backend.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #ifdef KVSIM_HAVE_CUDA
 #include "cuda_backend.h"

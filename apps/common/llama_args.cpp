@@ -1,5 +1,9 @@
 #include "common/llama_args.h"
 
+#include "core/errors.h"
+
+#include <fmt/format.h>
+
 #include <map>
 
 namespace kvsim {
@@ -22,6 +26,17 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
         out.push_back(a);
     }
     return out;
+}
+
+void check_context_flags(const context_params & p) {
+    if (p.n_ctx == 0 || p.n_ctx > (1u << 30)) throw usage_error(fmt::format("n_ctx (-c) must be in [1, 2^30], got {}", p.n_ctx));
+    if (p.n_seq_max == 0 || p.n_seq_max > (uint32_t) LLAMA_MAX_SEQ) {
+        throw usage_error(fmt::format("n_seq_max (-np) must be in [1, {}], got {}", LLAMA_MAX_SEQ, p.n_seq_max));
+    }
+    if (p.n_batch == 0 || p.n_ubatch == 0) throw usage_error("n_batch (-b) and n_ubatch (-ub) must be > 0");
+    if (!p.flash_attn && ggml_is_quantized(p.type_v)) {
+        throw usage_error("quantized V cache was requested, but this requires Flash Attention (-fa on)");
+    }
 }
 
 }  // namespace kvsim

@@ -2,6 +2,8 @@
 // only knows one-letter short options: they are rewritten to their long names before parsing.
 #pragma once
 
+#include "kv/context.h"
+
 #include <string>
 #include <vector>
 
@@ -12,5 +14,10 @@ namespace kvsim {
 // -cram -> --cache-ram, -ctxcp -> --ctx-checkpoints, -sps -> --slot-prompt-similarity,
 // -cms -> --checkpoint-min-step (also "-np=4" forms).
 std::vector<std::string> rewrite_llama_args(int argc, char ** argv);
+
+// compute_context_sizes' checks (lib/kv/context.cpp, whose messages name fields, not flags) said
+// in the flags' names, before any work: n_ctx (-c), n_seq_max (-np), n_batch / n_ubatch (-b, -ub),
+// a quantized V cache without -fa on. Throws usage_error.
+void check_context_flags(const context_params & p);
 
 }  // namespace kvsim

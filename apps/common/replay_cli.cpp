@@ -1,20 +1,66 @@
 #include "common/replay_cli.h"
 
+#include "common/llama_args.h"
+
 #include "replay/run_replay.h"
+#include "bandwidth.h"
 #include "quant.h"
 #include "timing/kernel_hooks.h"
-#include "util/errors.h"
+#include "core/errors.h"
 #include "util/interrupt.h"
 #ifdef KVSIM_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
 
 #include <fmt/format.h>
+#include <new>
+#include <system_error>
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <thread>
 #include <iostream>
 #include <unistd.h>
 
 namespace kvsim {
+
+namespace {
+// --device host: this machine's read bandwidth (kernels/bandwidth.h read probe, best of 5 passes
+// over 512 MiB on the kernel threads); compute and the other terms stay the cpu profile's.
+device_profile host_device(int threads) {
+    const int n = threads > 0 ? threads : (int) std::max(1u, std::thread::hardware_concurrency());
+    double best = 0;
+    try {
+        read_probe probe(size_t(512) << 20, n);
+        for (int i = 0; i < 5; ++i) best = std::max(best, probe.read_gbs());
+    } catch (const std::bad_alloc &) {   // ulimit -v, a small container: say which buffer, not "std::bad_alloc"
+        throw usage_error("--device host: cannot allocate the 512 MiB buffer of the read-bandwidth probe (memory limit?); "
+                          "use a shipped device, a profile file, or --bandwidth-gbs");
+    } catch (const std::system_error & e) {   // std::thread: a thread limit or no memory for the stacks
+        throw usage_error(fmt::format("--device host: cannot start the read-bandwidth probe's {} threads ({}); lower -t or use "
+                                      "a shipped device, a profile file, or --bandwidth-gbs", n, e.what()));
+    }
+    device_profile d = device_preset("cpu");
+    d.name = "host";
+    d.source = "host";
+    d.bandwidth_gbs = best;
+    d.threads = n;
+    return d;
+}
+}  // namespace
+
+device_profile resolve_device(const std::string & name, int threads) {
+    const auto names = device_preset_names();
+    if (std::find(names.begin(), names.end(), name) != names.end()) return device_preset(name);
+    if (name == "host") return host_device(threads);
+    if (std::filesystem::is_regular_file(name)) {
+        device_profile d = load_device_profile(name);
+        if (d.source == "datasheet") d.source = "file";
+        return d;
+    }
+    throw usage_error(fmt::format("--device {}: neither a known device ({}), host, nor a readable profile file", name,
+                                  fmt::join(names, ", ")));
+}
 
 void replay_cli::add_to(CLI::App & cmd) {
     auto & o = opt;
@@ -26,7 +72,7 @@ void replay_cli::add_to(CLI::App & cmd) {
         ->capture_default_str();
     o.ctx.n_ctx = 0;
     cmd.add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens (padded to 256 like llama.cpp; 0 = the model's training context). A request trace's slots "
-                   "get min(n_ctx_seq, the model's training context), as llama-server's")
+                   "get min(n_ctx_seq, the model's training context), as in llama-server")
         ->capture_default_str();
     cmd.add_option("--parallel", n_parallel,
                    "Server slots / n_seq_max (llama.cpp -np; -1 = auto: 4 slots with a unified cache for a request trace, "
@@ -51,7 +97,7 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--swa-type", swa_type_name, "Override the SWA type: none standard chunked symmetric");
     cmd.add_option("--swa-pattern", swa_pattern, "Override the SWA layer pattern (n_pattern; 0 = all layers SWA)");
     cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)");
-    cmd.add_option("--out", o.out_dir, "Directory for reports: summary.json, occupancy.csv, requests.csv, bandwidth.csv, report.html");
+    cmd.add_option("--out", o.out_dir, "Directory for reports: summary.json, occupancy.csv, requests.csv (request traces), steps.csv (request traces), bandwidth.csv, report.html");
     cmd.add_option("--trace-json", o.trace_json, "Write a Chrome trace-event / Perfetto timeline of the replay (open in ui.perfetto.dev)");
     cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable)");
     // request_only / shift_only: checked in check_given_options
@@ -83,8 +129,14 @@ void replay_cli::add_to(CLI::App & cmd) {
     request_only.push_back(opt_checkpoint_step = cmd.add_option("--checkpoint-min-step", o.server.checkpoint_min_step,
                                           "Minimum spacing of context checkpoints in tokens (llama-server -cms)")
                                ->capture_default_str());
-    request_only.push_back(cmd.add_option("--device", device, "Step-time roofline device: h200 h100 a100 cpu")
-                               ->check(CLI::IsMember({"h200", "h100", "a100", "cpu"}))
+    request_only.push_back(cmd.add_option("--device", device,
+                                          "Step-time device profile: " + fmt::format("{}", fmt::join(device_preset_names(), ", ")) +
+                                              " (datasheet), a profile JSON file (kvsim calibrate writes one), or host "
+                                              "(this machine's measured read bandwidth)")
+                               ->capture_default_str());
+    request_only.push_back(cmd.add_option("--weights", weights,
+                                          "GGUF file type of the model's weights: " +
+                                              fmt::format("{}", fmt::join(weight_file_type_names(), ", ")))
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--bandwidth-gbs", bandwidth_gbs, "Override the device memory bandwidth (GB/s)"));
     request_only.push_back(cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)"));
@@ -161,15 +213,23 @@ replay_options replay_cli::finish() {
         throw usage_error(fmt::format("--checkpoint-min-step must be >= 0, got {}", o.server.checkpoint_min_step));
     }
     if (o.server.cache_ram_mib < -1) throw usage_error(fmt::format("--cache-ram must be -1 (no limit), 0 (off) or a size in MiB, got {}", o.server.cache_ram_mib));
-    o.device = device_preset(device);
+    o.device = resolve_device(device, o.kernels.threads);
+    try {
+        o.weights = &parse_weight_file_type(weights);
+    } catch (const std::invalid_argument & e) {
+        throw usage_error(std::string("--weights: ") + e.what());
+    }
     o.kernels.measured_step_time = step_time == "measured";
     if (o.kernels.measured_step_time && o.kernels.backend == "none") throw usage_error("--step-time measured needs a kernel backend");
     if (o.kernels.verify && o.kernels.backend == "none") throw usage_error("--verify needs a kernel backend (--backend cpu or cuda)");
     if (bandwidth_gbs) o.device.bandwidth_gbs = *bandwidth_gbs;
     if (peak_tflops) o.device.peak_tflops = *peak_tflops;
-    auto finite_positive = [](double v) { return std::isfinite(v) && v > 0; };
-    if (!finite_positive(o.device.bandwidth_gbs) || !finite_positive(o.device.peak_tflops)) {
-        throw usage_error("--bandwidth-gbs and --tflops must be finite and > 0");
+    if (!(o.device.bandwidth_gbs >= k_min_bandwidth_gbs && o.device.bandwidth_gbs <= k_max_bandwidth_gbs)) {
+        throw usage_error(fmt::format("--bandwidth-gbs must be in [{:g}, {:g}], got {}", k_min_bandwidth_gbs, k_max_bandwidth_gbs,
+                                      o.device.bandwidth_gbs));
+    }
+    if (!(o.device.peak_tflops >= k_min_peak_tflops && o.device.peak_tflops <= k_max_peak_tflops)) {
+        throw usage_error(fmt::format("--tflops must be in [{:g}, {:g}], got {}", k_min_peak_tflops, k_max_peak_tflops, o.device.peak_tflops));
     }
     if (!(o.server.slot_prompt_similarity >= 0 && o.server.slot_prompt_similarity <= 1)) {
         throw usage_error(fmt::format("--slot-prompt-similarity must be in [0, 1], got {}", o.server.slot_prompt_similarity));
@@ -260,6 +320,7 @@ size_t physical_memory_bytes() {
 
 // Refuse before allocating: cell metadata for all cells, plus the timed layers' K/V buffers.
 void check_memory(const replay_options & o) {
+    check_context_flags(o.ctx);
     const context_sizes s = compute_context_sizes(o.model, o.ctx);
     size_t need = cell_metadata_bytes(s, o.model.has_swa());
     if (o.kernels.backend != "none") {
@@ -268,11 +329,13 @@ void check_memory(const replay_options & o) {
     }
     const size_t have = physical_memory_bytes();
     if (have > 0 && need > have / 10 * 8) {
+        const bool timed = o.kernels.backend != "none";   // with --backend none only the cells remain: -c / -np are the fix
         throw usage_error(fmt::format("this replay needs about {:.1f} GiB of host memory (cells {} per stream x {} streams{}), "
-                                      "more than 80% of the machine's {:.1f} GiB; lower -c, -np or --time-layers, or use --backend none",
+                                      "more than 80% of the machine's {:.1f} GiB; {}",
                                       (double) need / (1 << 30), s.kv_size, s.n_stream,
-                                      o.kernels.backend != "none" ? fmt::format(", {} timed layer(s) of K/V", o.kernels.time_layers) : "",
-                                      (double) have / (1 << 30)));
+                                      timed ? fmt::format(", {} timed layer(s) of K/V", o.kernels.time_layers) : "",
+                                      (double) have / (1 << 30),
+                                      timed ? "lower -c, -np or --time-layers, or use --backend none" : "lower -c or -np"));
     }
 }
 }  // namespace

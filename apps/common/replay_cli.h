@@ -7,6 +7,11 @@
 
 namespace kvsim {
 
+// --device: a shipped profile name, host (measures this machine's read bandwidth with the read
+// probe of kernels/bandwidth.h on `threads` threads, 0 = all cores) or a profile JSON file.
+// Throws usage_error for anything else, input_error for a bad file.
+device_profile resolve_device(const std::string & name, int threads);
+
 // Registers the options on `cmd`; call finish_replay_options after parsing.
 struct replay_cli {
     replay_options opt;
@@ -15,7 +20,7 @@ struct replay_cli {
     std::optional<uint32_t> n_layer, n_head, n_head_kv, head_dim, n_swa, swa_pattern;
     bool no_progress = false, force_progress = false, no_cache_prompt = false;
     int32_t n_parallel = -1;   // -np; -1 = auto
-    std::string arrivals = "trace", device = "h200";
+    std::string arrivals = "trace", device = "h200", weights = "f16";
     std::optional<double> bandwidth_gbs, peak_tflops;
     std::string step_time = "roofline";
     // Options that only shape the simulated server (refused on an op trace when given), and the

@@ -31,7 +31,7 @@ inline void store(const kq_mask_desc & d, void * dst, size_t idx, float v) {
 }
 
 // Positions p0 >= 0 visible from a token at p1 form one interval [lo, hi] for every rule here (causal bounds it
-// above; standard/chunked/symmetric SWA below, symmetric also above); see is_masked_swa in kv/types.h.
+// above; standard/chunked/symmetric SWA below, symmetric also above); see is_masked_swa in core/types.h.
 struct pos_interval {
     int32_t lo, hi;
     bool has(int32_t p0) const { return p0 >= lo && p0 <= hi; }

@@ -41,7 +41,7 @@ float tile_softmax(float * s, int64_t nt, float m, float * m_new, [[maybe_unused
     float mt = -INFINITY;
     KVSIM_X86_ONLY(if (isa == cpu_isa::avx512) mt = avx512::tile_max(s, nt);)
     KVSIM_X86_ONLY(if (isa == cpu_isa::avx2) mt = avx2::tile_max(s, nt);)
-    if (isa == cpu_isa::scalar) {
+    if (isa != cpu_isa::avx2 && isa != cpu_isa::avx512) {  // scalar, and NEON (portable loops here)
         for (int64_t j = 0; j < nt; ++j) mt = s[j] > mt ? s[j] : mt;
     }
     *m_new = m;

@@ -1,5 +1,5 @@
 // The per-instruction-set bodies behind simd.h (internal to kernels/cpu), each in a file of its own under
-// `#pragma GCC target`, and the scalar loops they share for their tails. Same contracts as simd.h; call only a
+// a target region (isa_target.h), and the scalar loops they share for their tails. Same contracts as simd.h; call only a
 // level that cpu_isa_supported() says this CPU has.
 #pragma once
 

@@ -11,7 +11,7 @@
 
 #include "cuda_fa_decode.h"
 #include "cuda_internal.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 namespace kvsim {
 

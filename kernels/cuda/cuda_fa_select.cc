@@ -1,10 +1,10 @@
 // KVSIM_CUDA_FA: which flash-attention kernel the CUDA backend runs (cuda_fa_decode.h). Host-only (.cc: the
-// error type comes from lib/util/errors.h, which nvcc's host pass cannot compile with fmt 9 in C++20).
+// error type comes from lib/core/errors.h, which nvcc's host pass cannot compile with fmt 9 in C++20).
 #include <cstdlib>
 #include <string>
 
 #include "cuda_fa_decode.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 namespace kvsim::cuda {
 

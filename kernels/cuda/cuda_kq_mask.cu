@@ -14,7 +14,7 @@ struct mask_rule {
     int32_t n_swa;
 };
 
-// llama_hparams::is_masked_swa (lib/kv/types.h).
+// llama_hparams::is_masked_swa (lib/core/types.h).
 __device__ __forceinline__ bool masked_swa(const mask_rule & r, int32_t p0, int32_t p1) {
     switch (r.swa) {
         case (int) swa_type::standard: return p1 - p0 >= r.n_swa;

@@ -1,6 +1,6 @@
 #include "bench/bench_result.h"
 
-#include "util/errors.h"
+#include "core/errors.h"
 #include "util/json_read.h"
 
 #include <unistd.h>

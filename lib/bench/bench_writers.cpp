@@ -1,7 +1,7 @@
 #include "bench/bench_writers.h"
 
 #include "util/atomic_file.h"
-#include "util/errors.h"
+#include "core/errors.h"
 #include "util/xml_escape.h"
 
 #include <fmt/ostream.h>

@@ -1,7 +1,7 @@
 #include "bench/sweep_spec.h"
 #include "util/json_read.h"
 
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <unistd.h>
 

@@ -1,8 +1,8 @@
 // kvbench sweep configuration: the --ctx/--batch range grammar, KV types, head shape, sharding, and the plan of
-// points (ctx, kv type, batch) a run measures. No kernels here; kernels/bench/ times the points.
+// points (ctx, kv type, batch) a run measures. No kernels here; sweep_runner times the points.
 #pragma once
 
-#include "kv/ggml_type.h"
+#include "core/ggml_type.h"
 
 #include <nlohmann/json.hpp>
 

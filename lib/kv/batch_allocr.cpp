@@ -8,7 +8,7 @@
 namespace kvsim {
 
 bool batch_allocr::validate_positions(const kv_memory & mem, std::string * err) {
-    for (size_t s = seq_unq_._Find_first(); s < seq_unq_.size(); s = seq_unq_._Find_next(s)) {
+    for (size_t s = seq_first(seq_unq_); s < seq_unq_.size(); s = seq_next(seq_unq_, s)) {
         const seq_pos_stat & st = sp_[s];
         const llama_pos p0 = mem.seq_pos_max((llama_seq_id) s);
         if (p0 >= 0 && st.min != p0 + 1) {
@@ -36,9 +36,9 @@ bool batch_allocr::validate_positions(const kv_memory & mem, std::string * err) 
 }
 
 bool batch_allocr::check_coupled(const kv_memory & mem, std::string * err) const {
-    for (size_t s1 = seq_unq_._Find_first(); s1 < seq_unq_.size(); s1 = seq_unq_._Find_next(s1)) {
+    for (size_t s1 = seq_first(seq_unq_); s1 < seq_unq_.size(); s1 = seq_next(seq_unq_, s1)) {
         const seq_set & c = sp_[s1].cpl;
-        for (size_t s0 = c._Find_first(); s0 < c.size(); s0 = c._Find_next(s0)) {
+        for (size_t s0 = seq_first(c); s0 < c.size(); s0 = seq_next(c, s0)) {
             if (mem.seq_pos_min((llama_seq_id) s0) != mem.seq_pos_min((llama_seq_id) s1) ||
                 mem.seq_pos_max((llama_seq_id) s0) != mem.seq_pos_max((llama_seq_id) s1)) {
                 *err = fmt::format("sequence {} is coupled to {} in the input batch, but have diverged", s1, s0);
@@ -59,7 +59,7 @@ bool batch_allocr::check_sets_and_order(std::string * err) {
         return true;
     }
     build_sets();
-    for (size_t s = seq_unq_._Find_first(); s < seq_unq_.size(); s = seq_unq_._Find_next(s)) {
+    for (size_t s = seq_first(seq_unq_); s < seq_unq_.size(); s = seq_next(seq_unq_, s)) {
         sp_[s].cur_set.set();
         sp_[s].cur_pos = -1;
     }
@@ -190,7 +190,7 @@ ubatch batch_allocr::split_simple(uint32_t n_ubatch) {
         ub.seq_id.push_back(ids);
         for (llama_seq_id s : ids) unq.set(s);
     }
-    for (size_t s = unq._Find_first(); s < unq.size() && s < n_seq_max_; s = unq._Find_next(s)) {
+    for (size_t s = seq_first(unq); s < unq.size() && s < n_seq_max_; s = seq_next(unq, s)) {
         ub.seq_id_unq.push_back((llama_seq_id) s);
     }
     ub.n_seqs_unq = (uint32_t) ub.seq_id_unq.size();
@@ -285,7 +285,7 @@ ubatch batch_allocr::ubatch_add(const std::vector<int32_t> & idxs, uint32_t n_se
             unq.set(s);
         }
     }
-    for (size_t s = unq._Find_first(); s < unq.size() && s < n_seq_max_; s = unq._Find_next(s)) {
+    for (size_t s = seq_first(unq); s < unq.size() && s < n_seq_max_; s = seq_next(unq, s)) {
         ub.seq_id_unq.push_back((llama_seq_id) s);
     }
     ub.n_seqs_unq = (uint32_t) ub.seq_id_unq.size();

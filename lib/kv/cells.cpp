@@ -126,14 +126,14 @@ std::vector<uint32_t> kv_cells::seq_cells(llama_seq_id s, llama_pos p0, llama_po
 
 void kv_cells::seq_pos_add_cell(uint32_t i) {
     const seq_set & b = seq_[i];
-    for (size_t s = b._Find_first(); s < b.size(); s = b._Find_next(s)) {
+    for (size_t s = seq_first(b); s < b.size(); s = seq_next(b, s)) {
         seq_pos_inc((llama_seq_id) s, i);
     }
 }
 
 void kv_cells::seq_pos_rm_cell(uint32_t i) {
     const seq_set & b = seq_[i];
-    for (size_t s = b._Find_first(); s < b.size(); s = b._Find_next(s)) {
+    for (size_t s = seq_first(b); s < b.size(); s = seq_next(b, s)) {
         seq_pos_dec((llama_seq_id) s, i);
     }
 }
@@ -237,7 +237,7 @@ void kv_cells::seq_add(uint32_t i, llama_seq_id s) {
 
 llama_seq_id kv_cells::seq_get(uint32_t i) const {
     assert(seq_[i].count() == 1);
-    return (llama_seq_id) seq_[i]._Find_first();
+    return (llama_seq_id) seq_first(seq_[i]);
 }
 
 llama_pos kv_cells::seq_pos_min(llama_seq_id s) const {

@@ -3,16 +3,17 @@
 #pragma once
 
 #include "kv/seq_index.h"
-#include "kv/types.h"
+#include "core/types.h"
 
+#include <cassert>
 #include <cstdint>
 #include <vector>
 
 namespace kvsim {
 
 // Cells of one stream. Cell i is empty iff pos[i] == -1. Data structures differ from llama.cpp
-// (a free-cell bit index instead of std::set<uint32_t> used, a counted position map per sequence),
-// behaviour does not.
+// (a free-cell bit index instead of std::set<uint32_t> used, and per sequence a seq_index of
+// (pos, cell) keys instead of upstream's counted std::map<llama_pos, int> seq_pos), behaviour does not.
 class kv_cells {
 public:
     // Copy of pos and seq of a list of cells, for prepare()'s rollback (llama_kv_cells::cp(idxs)).
@@ -31,7 +32,11 @@ public:
     void reset_shift();
 
     uint32_t size() const { return (uint32_t) pos_.size(); }
-    bool is_empty(uint32_t i) const { return pos_[i] == -1; }
+    bool is_empty(uint32_t i) const {
+        assert(i < pos_.size());
+        assert(pos_[i] >= -1);
+        return pos_[i] == -1;
+    }
     // Number of non-empty cells.
     uint32_t get_used() const { return n_used_; }
     // Index of the last non-empty cell + 1, or 0 (llama_kv_cells::used_max_p1).
@@ -54,23 +59,52 @@ public:
     bool seq_rm(uint32_t i, llama_seq_id s);
     // Keep only seq s in cell i (free the cell if it lacks s but holds others); true if freed.
     bool seq_keep(uint32_t i, llama_seq_id s);
-    int seq_count(uint32_t i) const { return (int) seq_[i].count(); }
-    bool seq_has(uint32_t i, llama_seq_id s) const { return seq_[i].test(s); }
+    // Preconditions as upstream's (asserted in debug builds): i < size(), a non-empty cell for
+    // seq_count, pos_get and get_shift, s >= 0 for seq_has.
+    int seq_count(uint32_t i) const {
+        assert(i < pos_.size());
+        assert(pos_[i] != -1);
+        return (int) seq_[i].count();
+    }
+    bool seq_has(uint32_t i, llama_seq_id s) const {
+        assert(i < pos_.size());
+        assert(s >= 0);
+        return seq_[i].test(s);
+    }
     // Add seq s to a non-empty cell; a no-op when the cell already holds it (upstream's set
     // semantics: a repeated seq_cp must not count a position twice).
     void seq_add(uint32_t i, llama_seq_id s);
     // The only sequence of a cell with exactly one sequence.
     llama_seq_id seq_get(uint32_t i) const;
-    const seq_set & seq_get_all(uint32_t i) const { return seq_[i]; }
+    const seq_set & seq_get_all(uint32_t i) const {
+        assert(i < pos_.size());
+        return seq_[i];
+    }
 
     // Smallest / largest position of seq s in this stream, -1 if absent.
     llama_pos seq_pos_min(llama_seq_id s) const;
     llama_pos seq_pos_max(llama_seq_id s) const;
 
-    llama_pos pos_get(uint32_t i) const { return pos_[i]; }
-    llama_pos get_shift(uint32_t i) const { return shift_[i]; }
+    llama_pos pos_get(uint32_t i) const {
+        assert(i < pos_.size());
+        assert(pos_[i] != -1);
+        return pos_[i];
+    }
+    // Cells holding seq s in this stream (the size of llama_kv_cells::seq_pos[s], with repeats).
+    size_t seq_n_cells(llama_seq_id s) const {
+        assert(s >= 0 && (size_t) s < seq_pos_.size());
+        return seq_pos_[s].size();
+    }
+    llama_pos get_shift(uint32_t i) const {
+        assert(i < pos_.size());
+        assert(pos_[i] != -1);
+        return shift_[i];
+    }
     // Non-empty and p0 <= pos < p1.
-    bool pos_in(uint32_t i, llama_pos p0, llama_pos p1) const { return pos_[i] >= p0 && pos_[i] < p1; }
+    bool pos_in(uint32_t i, llama_pos p0, llama_pos p1) const {
+        assert(i < pos_.size());
+        return pos_[i] >= p0 && pos_[i] < p1;
+    }
 
     // Give an empty cell a position; sequences are added afterwards with seq_add.
     void pos_set(uint32_t i, llama_pos p);

@@ -50,13 +50,12 @@ struct kv_memory_bytes {
 };
 kv_memory_bytes compute_kv_bytes(const model_shape & m, const context_params & p, const context_sizes & s);
 
-struct op_group;
-
 // Host bytes of the cell metadata kvsim keeps (pos, shift, seq set and index per cell, all
 // caches and streams): what the bookkeeping alone needs, before any K/V buffer.
 size_t cell_metadata_bytes(const context_sizes & s, bool has_swa);
 
-// Hooks for what llama_decode does besides bookkeeping (K-shift kernel, attention, reports).
+// Hooks for what llama_decode does besides bookkeeping (K-shift kernel, attention, reports). The
+// ops themselves (which call, which line) are the op door's business (lib/drive/op_runner.h).
 class decode_observer {
 public:
     virtual ~decode_observer() = default;
@@ -71,11 +70,6 @@ public:
     virtual void on_restore(const kv_cache & cache, const slot_info & sinfo, const ubatch & ub) {
         (void) cache; (void) sinfo; (void) ub;
     }
-    // An op went through the replay's op door (replay/op_runner.h), after it ran: a llama_decode
-    // call (rc = its decode_rc; its on_update/on_apply calls came before) or a sequence op (rc = 0).
-    // Whether on_op is wanted: building the op record of every decode costs time on long replays.
-    virtual bool wants_ops() const { return false; }
-    virtual void on_op(const op_group & g, int rc) { (void) g; (void) rc; }
 };
 
 // Return codes of llama_decode (include/llama.h).

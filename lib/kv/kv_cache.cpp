@@ -1,5 +1,7 @@
 #include "kv/kv_cache.h"
 
+#include "core/errors.h"
+
 #include "util/nvtx.h"
 
 #include <algorithm>
@@ -12,14 +14,14 @@ namespace kvsim {
 
 kv_cache::kv_cache(const kv_cache_params & p) : p_(p), n_stream_(p.unified ? 1 : p.n_seq_max) {
     if (p.kv_size == 0) {
-        throw std::invalid_argument("kv_size must be > 0");
+        throw lib_invalid_argument("kv_size must be > 0");
     }
     if (p.n_seq_max == 0 || p.n_seq_max > (uint32_t) LLAMA_MAX_SEQ) {
-        throw std::invalid_argument("n_seq_max must be in [1, " + std::to_string(LLAMA_MAX_SEQ) + "], got " +
+        throw lib_invalid_argument("n_seq_max must be in [1, " + std::to_string(LLAMA_MAX_SEQ) + "], got " +
                                     std::to_string(p.n_seq_max));
     }
     if (p.swa != swa_type::none && p.n_swa == 0) {
-        throw std::invalid_argument("a sliding-window cache needs n_swa > 0");
+        throw lib_invalid_argument("a sliding-window cache needs n_swa > 0");
     }
     cells_.resize(n_stream_);
     for (auto & c : cells_) {
@@ -33,7 +35,7 @@ void kv_cache::check_seq(llama_seq_id s, bool allow_all) const {
         return;
     }
     // upstream: GGML_ASSERT (abort); we refuse with a message instead
-    throw std::out_of_range("seq_id " + std::to_string(s) + " out of range [0, " + std::to_string(n_seq_ids()) +
+    throw lib_out_of_range("seq_id " + std::to_string(s) + " out of range [0, " + std::to_string(n_seq_ids()) +
                             ") for cache '" + p_.name + "'");
 }
 
@@ -108,7 +110,7 @@ void kv_cache::seq_cp_cross_stream(llama_seq_id src, llama_seq_id dst, llama_pos
     const int size = (int) get_size();
     const bool is_full = !(p0 > 0 && p0 + 1 < size) && !(p1 > 0 && p1 + 1 < size);
     if (!is_full) {
-        throw std::invalid_argument("seq_cp across streams is only supported for full ranges (p0 = " +
+        throw lib_invalid_argument("seq_cp across streams is only supported for full ranges (p0 = " +
                                     std::to_string(p0) + ", p1 = " + std::to_string(p1) + ")");
     }
     const uint32_t s0 = seq_to_stream(src), s1 = seq_to_stream(dst);
@@ -167,7 +169,7 @@ void kv_cache::seq_add(llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_po
 void kv_cache::seq_div(llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d) {
     check_seq(seq_id, false);
     if (d <= 0) {
-        throw std::invalid_argument("seq_div divisor must be > 0, got " + std::to_string(d));
+        throw lib_invalid_argument("seq_div divisor must be > 0, got " + std::to_string(d));
     }
     if (d == 1) {
         return;
@@ -325,7 +327,7 @@ void kv_cache::apply_ubatch(const slot_info & sinfo, const ubatch & ub) {
         }
     }
     // keep [pos_min, pos_max] of every sequence gap-free: purge what lies below an overwritten cell
-    for (size_t si = overwritten._Find_first(); si < overwritten.size(); si = overwritten._Find_next(si)) {
+    for (size_t si = seq_first(overwritten); si < overwritten.size(); si = seq_next(overwritten, si)) {
         const llama_seq_id s = (llama_seq_id) si;
         const kv_cells & c = cells_[seq_to_stream(s)];
         if (c.seq_pos_min(s) <= seq_pos_max_rm[s]) {

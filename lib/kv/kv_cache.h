@@ -29,7 +29,7 @@ struct kv_cache_stats {
 
 class kv_cache {
 public:
-    // Throws std::invalid_argument when kv_size == 0, n_seq_max is 0 or > LLAMA_MAX_SEQ.
+    // Throws lib_invalid_argument (core/errors.h) when kv_size == 0, n_seq_max is 0 or > LLAMA_MAX_SEQ.
     explicit kv_cache(const kv_cache_params & p);
 
     const kv_cache_params & params() const { return p_; }
@@ -50,7 +50,7 @@ public:
     bool seq_rm(llama_seq_id seq_id, llama_pos p0, llama_pos p1);
     // Share cells of src in [p0, p1) with dst (same stream), or copy src's cells into dst's stream
     // (different streams: full ranges only; the data copy is queued for the next update).
-    // Throws std::invalid_argument for a partial cross-stream range (upstream aborts).
+    // Throws lib_invalid_argument for a partial cross-stream range (upstream aborts).
     void seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1);
     void seq_keep(llama_seq_id seq_id);
     // pos += delta for seq_id's cells in [p0, p1); cells below 0 are freed; head = first freed or 0.

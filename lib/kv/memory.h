@@ -33,8 +33,6 @@ public:
     // Split the validated batch into ubatches and dry-run them on every cache. false =
     // LLAMA_MEMORY_STATUS_FAILED_PREPARE (llama_decode returns 1).
     virtual bool init_batch(batch_allocr & balloc, uint32_t n_ubatch, batch_plan & plan) = 0;
-    // Whether a K-shift is allowed (llama_memory_can_shift); upstream's decode shifts anyway.
-    virtual bool get_can_shift() const = 0;
 
     // The caches, base first for iSWA; names "kv" or "base"/"swa".
     virtual std::vector<kv_cache *> caches() = 0;
@@ -58,7 +56,6 @@ public:
     llama_pos seq_pos_min(llama_seq_id s) const override { return kv_.seq_pos_min(s); }
     llama_pos seq_pos_max(llama_seq_id s) const override { return kv_.seq_pos_max(s); }
     bool init_batch(batch_allocr & balloc, uint32_t n_ubatch, batch_plan & plan) override;
-    bool get_can_shift() const override { return true; }
     std::vector<kv_cache *> caches() override { return {&kv_}; }
 
 private:
@@ -81,7 +78,6 @@ public:
     llama_pos seq_pos_min(llama_seq_id s) const override { return swa_.seq_pos_min(s); }
     llama_pos seq_pos_max(llama_seq_id s) const override { return swa_.seq_pos_max(s); }
     bool init_batch(batch_allocr & balloc, uint32_t n_ubatch, batch_plan & plan) override;
-    bool get_can_shift() const override { return base_.get_size() == swa_.get_size(); }
     std::vector<kv_cache *> caches() override { return {&base_, &swa_}; }
 
 private:

@@ -4,7 +4,7 @@
 // stream.
 #pragma once
 
-#include "kv/types.h"
+#include "core/types.h"
 
 #include <cstdint>
 #include <utility>
@@ -20,10 +20,11 @@ namespace kvsim {
 // rollback erases the newest). A sorted vector with a movable front does those in O(1) without a
 // node allocation. Edits anywhere else (context shift's seq_rm + seq_add, seq_cp into a sequence
 // with later positions) are queued and folded in by one sort + merge before the next read, so a
-// bulk edit of k keys costs O((n + k) log k), not O(n * k).
+// bulk edit of k keys costs O(n + k log k), not O(n * k).
 //
 // Preconditions, as for the set it replaces: insert only keys not present, erase only keys
-// present (checked by assert in debug builds at fold time).
+// present (the end cases meet them by construction; queued edits are checked by assert in debug
+// builds when folded).
 class seq_index {
 public:
     using key = std::pair<llama_pos, uint32_t>;

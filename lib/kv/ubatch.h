@@ -2,7 +2,7 @@
 // Source: src/llama-batch.h: llama_ubatch; include/llama.h: llama_batch.
 #pragma once
 
-#include "kv/types.h"
+#include "core/types.h"
 
 #include <cstdint>
 #include <initializer_list>

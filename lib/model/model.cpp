@@ -44,6 +44,17 @@ model_shape with_vocab(model_shape m, uint32_t n_ctx_train, bool add_bos) {
     return m;
 }
 
+// embedding_length, feed_forward_length, vocabulary size, tied output; n_params from them
+model_shape with_dims(model_shape m, uint32_t n_embd, uint32_t n_ff, uint32_t n_vocab, bool tied, bool qkv_bias = false) {
+    m.n_embd = n_embd;
+    m.n_ff = n_ff;
+    m.n_vocab = n_vocab;
+    m.tied_embd = tied;
+    m.qkv_bias = qkv_bias;
+    m.n_params = model_param_count(m);
+    return m;
+}
+
 model_shape with_swa(model_shape m, uint32_t n_swa, uint32_t pattern) {
     m.n_swa = n_swa;
     m.swa = swa_type::standard;
@@ -53,16 +64,24 @@ model_shape with_swa(model_shape m, uint32_t n_swa, uint32_t pattern) {
 
 std::vector<model_shape> presets() {
     // shapes from the models' config.json / GGUF metadata as llama.cpp loads them
-    model_shape gemma2 = with_vocab(with_swa(make("gemma-2-9b", 42, 16, 8, 256, rope_type::neox, 10000.0f, 9.24e9), 4096, 2), 8192, true);
+    // gemma's extra norms (post-attention/FFN, q/k norms) are not counted: a few hundred thousand f32s
+    model_shape gemma2 = with_dims(with_vocab(with_swa(make("gemma-2-9b", 42, 16, 8, 256, rope_type::neox, 10000.0f, 0), 4096, 2), 8192, true),
+                                   3584, 14336, 256000, true);
     gemma2.attn_softcap = 50.0f;
-    // the tiny models: ../shared/tools/server-oracle/make_models.py (no BOS token in their vocabulary)
+    // the tiny models: ../shared/tools/server-oracle/make_models.py (no BOS token in their vocabulary);
+    // custom shapes for the step time: 0.5e6 parameters in one group (the scheduler tests' hand values)
     return {
-        with_vocab(make("llama-3-8b", 32, 32, 8, 128, rope_type::norm, 500000.0f, 8.03e9), 8192, true),
-        with_vocab(make("llama-3.1-8b", 32, 32, 8, 128, rope_type::norm, 500000.0f, 8.03e9), 131072, true),
-        with_vocab(with_swa(make("mistral-7b-v0.1", 32, 32, 8, 128, rope_type::norm, 10000.0f, 7.24e9), 4096, 0), 32768, true),
+        with_dims(with_vocab(make("llama-3-8b", 32, 32, 8, 128, rope_type::norm, 500000.0f, 0), 8192, true), 4096, 14336, 128256, false),
+        with_dims(with_vocab(make("llama-3.1-8b", 32, 32, 8, 128, rope_type::norm, 500000.0f, 0), 131072, true), 4096, 14336, 128256, false),
+        with_dims(with_vocab(make("llama-3.2-1b", 16, 32, 8, 64, rope_type::norm, 500000.0f, 0), 131072, true), 2048, 8192, 128256, true),
+        with_dims(with_vocab(make("llama-2-7b", 32, 32, 32, 128, rope_type::norm, 10000.0f, 0), 4096, true), 4096, 11008, 32000, false),
+        with_dims(with_vocab(with_swa(make("mistral-7b-v0.1", 32, 32, 8, 128, rope_type::norm, 10000.0f, 0), 4096, 0), 32768, true),
+                  4096, 14336, 32000, false),
         gemma2,
-        with_vocab(with_swa(make("gemma-3-12b", 48, 16, 8, 256, rope_type::neox, 1000000.0f, 11.77e9), 1024, 6), 131072, true),
-        with_vocab(make("qwen2.5-7b", 28, 28, 4, 128, rope_type::neox, 1000000.0f, 7.62e9), 32768, false),
+        with_dims(with_vocab(with_swa(make("gemma-3-12b", 48, 16, 8, 256, rope_type::neox, 1000000.0f, 0), 1024, 6), 131072, true),
+                  3840, 15360, 262208, true),
+        with_dims(with_vocab(make("qwen2.5-7b", 28, 28, 4, 128, rope_type::neox, 1000000.0f, 0), 32768, false), 3584, 18944, 152064, false, true),
+        with_dims(with_vocab(make("qwen2.5-0.5b", 24, 14, 2, 64, rope_type::neox, 1000000.0f, 0), 32768, false), 896, 4864, 151936, true, true),
         with_vocab(make("tiny-llama", 2, 4, 2, 32, rope_type::norm, 10000.0f, 0.5e6), 4096, false),
         with_vocab(make("tiny-llama-128k", 2, 4, 2, 32, rope_type::norm, 10000.0f, 0.5e6), 131072, false),
         with_vocab(with_swa(make("tiny-gemma3-swa", 2, 4, 2, 32, rope_type::neox, 10000.0f, 0.5e6), 8, 2), 4096, false),
@@ -88,6 +107,20 @@ std::vector<std::string> model_preset_names() {
     }
     return v;
 }
+
+param_groups model_param_groups(const model_shape & m) {
+    param_groups g;
+    if (m.n_embd == 0) return g;
+    const double e = m.n_embd, q = (double) m.n_head * m.head_dim, kv = m.n_embd_k_gqa(), ff = m.n_ff;
+    g.attn = m.n_layer * (e * q + 2 * e * kv + q * e);
+    g.ffn = m.n_layer * 3 * e * ff;
+    g.token_embd = e * m.n_vocab;
+    g.output = m.tied_embd ? 0 : e * m.n_vocab;
+    g.norm = m.n_layer * (2 * e + (m.qkv_bias ? q + 2 * kv : 0)) + e;
+    return g;
+}
+
+double model_param_count(const model_shape & m) { return model_param_groups(m).total(); }
 
 size_t kv_bytes_per_cell_layer(const model_shape & m, ggml_type type_k, ggml_type type_v) {
     return ggml_row_size(type_k, m.n_embd_k_gqa()) + ggml_row_size(type_v, m.n_embd_k_gqa());

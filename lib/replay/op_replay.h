@@ -2,8 +2,8 @@
 // llama_memory_seq_* call per sequence op, exactly as kvoracle drives the real llama.cpp.
 #pragma once
 
+#include "drive/op_runner.h"
 #include "kv/context.h"
-#include "report/dump_cells.h"
 #include "trace/op_trace.h"
 
 #include <cstdint>
@@ -22,19 +22,15 @@ struct op_replay_result {
     long interrupted_at_line = 0;   // Ctrl-C: the first op not replayed (0 = ran to the end)
 };
 
-// Build the llama_decode batch of a decode group as kvoracle's do_batch does: a row starts at
-// its p0, or at the next position of its first sequence (memory seq_pos_max + 1, advanced by
-// earlier rows of the same group); every sequence of the row then continues after it.
-llama_batch_in make_decode_batch(const op_group & g, const kv_memory & mem, uint32_t n_seq_ids);
-
-// Replay every group in order. `dump` (optional) receives kvoracle-format events; `obs`
+// Replay every group in order, each through the op door (op_runner::run). `ops` (optional) sees
+// every op (--dump-cells' cell_dumper, the timeline; an op_fanout for several); `obs`
 // (optional) sees updates and ubatch placements; `progress` (optional) is called after each
 // group with (groups done, groups total). Stops before the next op once interrupted()
 // (lib/util/interrupt.h) is set, recording where.
 // Errors: input_error(trace path, line, value, why) for a decode group over n_batch, a seq id
 // the cache cannot hold in a sequence op, or a partial cross-stream seq_cp (llama.cpp aborts
 // on all three).
-op_replay_result replay_ops(const op_trace & t, context & ctx, cell_dumper * dump, decode_observer * obs,
+op_replay_result replay_ops(const op_trace & t, context & ctx, op_observer * ops, decode_observer * obs,
                             const std::function<void(size_t, size_t)> & progress = {});
 
 }  // namespace kvsim

@@ -45,17 +45,6 @@ public:
     void on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) override {
         for (auto * o : obs_) o->on_restore(c, sinfo, ub);
     }
-    void on_op(const op_group & g, int rc) override {
-        for (auto * o : obs_) {
-            if (o->wants_ops()) o->on_op(g, rc);
-        }
-    }
-    bool wants_ops() const override {
-        for (auto * o : obs_) {
-            if (o->wants_ops()) return true;
-        }
-        return false;
-    }
 
 private:
     std::vector<decode_observer *> obs_;

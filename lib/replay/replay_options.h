@@ -37,7 +37,8 @@ struct replay_options {
     std::string trace_json;             // Chrome trace-event / Perfetto timeline, "" = none
     std::string emit_ops;               // request traces: write the generated op trace here
     server_params server;               // request traces: llama-server behaviour
-    device_profile device = device_preset("h200");   // step-time roofline
+    device_profile device = device_preset("h200");   // step-time device profile (--device)
+    const weight_file_type * weights = nullptr;      // --weights: GGUF file type of the model; nullptr = f16
     uint64_t occupancy_every = 0;       // occupancy.csv row every N ubatches; 0 = auto
     size_t limit = 0;                   // replay only the first N requests (0 = all)
     kernel_options kernels;

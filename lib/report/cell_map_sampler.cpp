@@ -36,7 +36,7 @@ void cell_map_sampler::on_update(const kv_memory & mem) {
         for (uint32_t st = 0; st < c->get_n_stream(); ++st) {
             const kv_cells & cells = c->cells(st);
             if (!cells.get_has_shift()) continue;
-            for (uint32_t i = 0; i < cells.size(); ++i) n += cells.get_shift(i) != 0;
+            for (uint32_t i = 0; i < cells.size(); ++i) n += cells.shift()[i] != 0;   // every cell (get_shift asserts a non-empty one)
         }
         if (!n) continue;
         uint64_t placed = 0;

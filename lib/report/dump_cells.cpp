@@ -1,6 +1,7 @@
 #include "report/dump_cells.h"
 
 #include <algorithm>
+#include <cassert>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -10,7 +11,7 @@ namespace {
 char map_char(const seq_set & s) {
     if (s.none()) return '.';
     if (s.count() > 1) return 'M';
-    const size_t q = s._Find_first();
+    const size_t q = seq_first(s);
     return q < 10 ? (char) ('0' + q) : q < 36 ? (char) ('a' + q - 10) : '+';
 }
 
@@ -25,7 +26,7 @@ std::string stream_json(const kv_cells & c, uint32_t stream) {
         cells += fmt::format("[{},{},[", i, c.pos_get(i));
         const seq_set & b = c.seq_get_all(i);
         bool first = true;
-        for (size_t q = b._Find_first(); q < b.size(); q = b._Find_next(q)) {
+        for (size_t q = seq_first(b); q < b.size(); q = seq_next(b, q)) {
             cells += fmt::format("{}{}", first ? "" : ",", q);
             first = false;
         }
@@ -46,6 +47,7 @@ std::string cache_state_json(const kv_cache & c) {
 }
 
 void cell_dumper::config(const context & ctx) {
+    ctx_ = &ctx;
     nlohmann::json caches = nlohmann::json::array();
     for (const kv_cache * c : ctx.memory().caches()) {
         caches.push_back({{"cache", c->name()}, {"n_stream", c->get_n_stream()}, {"size", c->get_size()}});
@@ -89,6 +91,11 @@ void cell_dumper::state(long line, const std::string & op, const context & ctx, 
     out_ << fmt::format(R"({{"ev":"state","line":{},"op":{}{},"seqs":{{{}}},"caches":[{}]}})", line,
                         nlohmann::json(op).dump(), rc_valid ? fmt::format(",\"rc\":{}", rc) : std::string(), seqs, caches)
          << '\n';
+}
+
+void cell_dumper::on_op(const op_group & g, int rc) {
+    assert(ctx_ && "cell_dumper::config first");
+    state(g.line, op_text(g), *ctx_, g.op == op_kind::decode, rc);
 }
 
 }  // namespace kvsim

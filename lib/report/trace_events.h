@@ -6,6 +6,7 @@
 // (ts, dur), i = instant (s = "t"), C = counter, M = track names. Times in microseconds.
 #pragma once
 
+#include "drive/op_runner.h"
 #include "kv/context.h"
 #include "report/bandwidth.h"
 #include "trace/op_trace.h"
@@ -29,7 +30,8 @@ struct trace_event {
     nlohmann::json args = nlohmann::json::object();
 };
 
-// Observer building the timeline from the op stream (on_op) and placements (on_apply).
+// Observer building the timeline from the op stream (on_op, an op observer of the op door) and the
+// cache's placements (on_apply, a decode observer).
 // Time: *now_s (simulated seconds, e.g. &sched_clock::now) read at each event; with now_s null
 // (op traces) op k of the replay is at k microseconds and every op lasts 1 us.
 // A llama_decode call starts at the time of its on_op and lasts until the next op or
@@ -37,13 +39,12 @@ struct trace_event {
 // Per-sequence slices are exact and merged while back to back ("decode" = 1 token of the
 // sequence in the call, "prefill" = more); the steps/allocator slices and the counters are kept
 // for one llama_decode call in `every` (>= 1) so that a long replay stays loadable.
-class trace_event_recorder : public decode_observer {
+class trace_event_recorder : public decode_observer, public op_observer {
 public:
     explicit trace_event_recorder(const double * now_s = nullptr, uint64_t every = 1);
 
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override;
     void on_op(const op_group & g, int rc) override;
-    bool wants_ops() const override { return true; }
     // The scheduler finished a step and advanced its clock: ends the open llama_decode call at
     // *now_s. Without it a call ends at the next op (which overstates it across idle gaps).
     void step_done();

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "trace/request_trace.h"
-#include "kv/types.h"
+#include "core/types.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -60,16 +60,13 @@ public:
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override {
         if (&c == first_cache_) work_.emplace_back();
         const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
-        work_.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_});
+        work_.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq,   // one logits row per sequence
+                                 ubatch_visible_cells(c, ub)});
         if (next_) next_->on_apply(c, sinfo, ub, n_kv);
     }
     void on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) override {
         if (next_) next_->on_restore(c, sinfo, ub);
     }
-    void on_op(const op_group & g, int rc) override {
-        if (next_) next_->on_op(g, rc);
-    }
-    bool wants_ops() const override { return next_ && next_->wants_ops(); }
 
 private:
     std::vector<std::vector<ubatch_work>> & work_;

@@ -10,7 +10,7 @@
 // prompt_load, prompt_clear; tools/server/server-queue.cpp: defer, pop_deferred_task.
 #pragma once
 
-#include "replay/op_runner.h"
+#include "drive/op_runner.h"
 #include "sched/prompt_cache.h"
 #include "sched/request_result.h"
 #include "sched/step_time.h"

@@ -3,7 +3,7 @@
 #include "trace/op_trace.h"
 #include "trace/text_lines.h"
 #include "util/atomic_file.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <algorithm>
 #include <cmath>

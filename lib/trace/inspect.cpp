@@ -1,7 +1,7 @@
 #include "trace/inspect.h"
 
 #include "trace/text_lines.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <algorithm>
 #include <bit>

@@ -3,7 +3,7 @@
 // (/work/shared/tools/kvoracle), which turns it into a script for the real llama.cpp cache.
 #pragma once
 
-#include "kv/types.h"
+#include "core/types.h"
 
 #include <iosfwd>
 #include <string>

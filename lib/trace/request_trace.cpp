@@ -1,7 +1,7 @@
 #include "trace/request_trace.h"
 
 #include "trace/text_lines.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <nlohmann/json.hpp>
 #include <algorithm>

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sys/stat.h>
 
-#include "util/errors.h"
+#include "core/errors.h"
 
 // fccp copies file names with strncpy into fixed buffers; GCC flags the (intended) truncation.
 #pragma GCC diagnostic push

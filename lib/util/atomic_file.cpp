@@ -1,6 +1,6 @@
 #include "util/atomic_file.h"
 
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -4,9 +4,12 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <cstring>
 #include <ctime>
 #include <initializer_list>
 #include <system_error>
+
+#include <unistd.h>
 
 namespace kvsim {
 
@@ -18,6 +21,13 @@ static_assert(std::atomic<int>::is_always_lock_free);
 
 std::atomic<int64_t> g_first_ns{0};
 static_assert(std::atomic<int64_t>::is_always_lock_free);
+
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+// the message of the first signal: set before the handler is installed, read-only afterwards
+const char * g_message = nullptr;
+size_t g_message_len = 0;
 
 int64_t now_ns() {
     timespec ts{};
@@ -33,6 +43,11 @@ void on_interrupt(int sig) {
     if (g_signal.load(std::memory_order_relaxed) == 0) {
         g_first_ns.store(t, std::memory_order_relaxed);
         g_signal.store(sig, std::memory_order_relaxed);
+        g_stop.store(true, std::memory_order_relaxed);
+        if (g_message) {
+            const ssize_t n = ::write(STDERR_FILENO, g_message, g_message_len);   // async-signal-safe
+            (void) n;
+        }
         return;
     }
     if (t - g_first_ns.load(std::memory_order_relaxed) < 1000000000) return;
@@ -42,7 +57,9 @@ void on_interrupt(int sig) {
 
 }  // namespace
 
-void install_interrupt_handler() {
+void install_interrupt_handler(const char * first_message) {
+    g_message = first_message;
+    g_message_len = first_message ? std::strlen(first_message) : 0;
     struct sigaction sa = {};
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
@@ -56,6 +73,8 @@ void install_interrupt_handler() {
 
 bool interrupted() { return g_signal.load(std::memory_order_relaxed) != 0; }
 
+const std::atomic<bool> * interrupt_flag() { return &g_stop; }
+
 int interrupt_signal() { return g_signal.load(std::memory_order_relaxed); }
 
 void ignore_sigpipe() {
@@ -65,6 +84,9 @@ void ignore_sigpipe() {
     if (sigaction(SIGPIPE, &sa, nullptr) != 0) throw std::system_error(errno, std::generic_category(), "sigaction");
 }
 
-void reset_interrupt() { g_signal.store(0, std::memory_order_relaxed); }
+void reset_interrupt() {
+    g_signal.store(0, std::memory_order_relaxed);
+    g_stop.store(false, std::memory_order_relaxed);
+}
 
 }  // namespace kvsim

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <cstdio>
 #include <cstdlib>

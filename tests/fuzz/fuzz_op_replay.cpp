@@ -8,7 +8,7 @@
 #include "replay/op_replay.h"
 #include "report/dump_cells.h"
 #include "trace/op_trace.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <array>
 #include <sstream>

@@ -3,7 +3,7 @@
 // exception, or a trace that does not survive write -> parse -> write unchanged.
 #include "fuzz_input.h"
 #include "trace/op_trace.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <sstream>
 

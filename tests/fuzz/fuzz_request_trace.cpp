@@ -4,7 +4,7 @@
 // exception, or an accepted trace that breaks request_trace's documented invariants.
 #include "fuzz_input.h"
 #include "trace/request_trace.h"
-#include "util/errors.h"
+#include "core/errors.h"
 
 #include <cmath>
 

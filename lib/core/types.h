@@ -2,6 +2,7 @@
 #pragma once
 
 #include <bitset>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -15,6 +16,29 @@ constexpr int LLAMA_MAX_SEQ = 256;
 
 // Set of sequences owning one cell (src/llama-kv-cells.h: llama_kv_cells::seq_set_t).
 using seq_set = std::bitset<LLAMA_MAX_SEQ>;
+
+// The set bits of a seq_set in increasing order: for (size_t s = seq_first(b); s < b.size(); s = seq_next(b, s)).
+// libstdc++'s word-at-a-time scans (_Find_first/_Find_next, what upstream's loops over seq_pos and
+// seq sets amount to) behind one name; another standard library gets the bit-by-bit loop. Both
+// return b.size() when no further bit is set.
+inline size_t seq_first(const seq_set & b) {
+#if defined(__GLIBCXX__)
+    return b._Find_first();
+#else
+    size_t i = 0;
+    while (i < b.size() && !b[i]) ++i;
+    return i;
+#endif
+}
+inline size_t seq_next(const seq_set & b, size_t prev) {
+#if defined(__GLIBCXX__)
+    return b._Find_next(prev);
+#else
+    size_t i = prev + 1;
+    while (i < b.size() && !b[i]) ++i;
+    return i;
+#endif
+}
 
 // Sliding-window attention type (src/llama-hparams.h: llama_swa_type).
 enum class swa_type { none, standard, chunked, symmetric };

@@ -1,4 +1,4 @@
-#include "bench/eigen_attention.h"
+#include "cpu/eigen_attention.h"
 
 #include <Eigen/Dense>
 

@@ -1,4 +1,4 @@
-#include "kv/ggml_type.h"
+#include "core/ggml_type.h"
 
 #include <stdexcept>
 

@@ -1,13 +1,18 @@
 // The real kernels inside `kvsim replay`: K/V buffers per cache laid out as llama.cpp does,
 // the KQ mask built from the cells, flash-attention decode timed on sampled ubatches, the
 // K-shift run when shifts are pending, and (--verify) a check of every sampled sequence
-// against naive attention over its own cells.
+// against naive attention over its own cells. The hooks only compose the parts, each in its own
+// file: kv_buffers (K/V buffers and content), step_sampler (which ubatches are timed and verified),
+// step_kernels (the kernel calls and their clock, kernel_drive), kernel_account (time and bytes per
+// step), step_feedback (--step-time measured), verify (naive check) and kernel_report (summary.json's
+// "bandwidth" and the terminal rows).
 #pragma once
 
 #include "attention.h"
 #include "bandwidth.h"
 #include "replay/replay_hooks.h"
 #include "replay/replay_options.h"
+#include "timing/step_kernels.h"
 
 #include <functional>
 #include <memory>
@@ -20,18 +25,6 @@ namespace kvsim {
 struct limit_probe {
     std::function<bandwidth_result()> measure;   // empty: the CPU read/copy probe (256 MiB, o.threads threads)
     std::string what;                            // e.g. "device-to-device copy"; empty: "read"
-};
-
-// How the hooks drive and time a backend; the defaults are the CPU backend's.
-struct kernel_drive {
-    // Nanoseconds of one group of backend calls (it runs them). Empty: steady_clock around the calls, which must
-    // then be synchronous. The CUDA replay passes CUDA events around calls that only enqueue (cuda_event_timer), so
-    // launches, host checks and synchronisations are not counted.
-    std::function<double(const std::function<void()> &)> time_ns;
-    // Between timed steps of the same mask shape and streams, rewrite only the changed cells and rows
-    // (attn_backend::update_kq_mask, same bits as a build) instead of building the mask from scratch. llama.cpp
-    // builds it every ubatch on the host (set_input_kq_mask), which the CPU replay mirrors.
-    bool incremental_mask = false;
 };
 
 // Throws usage_error when the backend cannot be created (unknown name, CUDA not built or no device).

@@ -1,4 +1,5 @@
-// Errors for bad user input: the CLI prints them and exits with status 2.
+// Errors: bad user input (input_error, usage_error: the CLI prints them and exits with status 2),
+// and the library layers' own refusals (lib_error), which the drivers turn into input errors.
 #pragma once
 
 #include <fmt/format.h>
@@ -56,6 +57,29 @@ private:
 class usage_error : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
+};
+
+// A call the library layers refuse (lib/kv, lib/drive): a precondition upstream asserts (a seq id the
+// cache cannot hold, a partial cross-stream seq_cp, a divisor <= 0, a decode position past int32).
+// The message names the values, never a CLI flag or a file: the driver that knows the trace line
+// adds them (op_replay catches lib_error and throws input_error). Mixed into the standard type the
+// condition always had (lib_out_of_range, lib_invalid_argument), so a caller catching that still does.
+class lib_error {
+public:
+    virtual ~lib_error() = default;
+    virtual const char * what() const noexcept = 0;
+};
+
+class lib_out_of_range final : public std::out_of_range, public lib_error {
+public:
+    using std::out_of_range::out_of_range;
+    const char * what() const noexcept override { return std::out_of_range::what(); }
+};
+
+class lib_invalid_argument final : public std::invalid_argument, public lib_error {
+public:
+    using std::invalid_argument::invalid_argument;
+    const char * what() const noexcept override { return std::invalid_argument::what(); }
 };
 
 }  // namespace kvsim

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "bandwidth.h"
-#include "util/errors.h"
-#include "bench/eigen_attention.h"
+#include "core/errors.h"
+#include "cpu/eigen_attention.h"
 #include "bytes.h"
 #include "cpu/cpu_backend.h"
 #include "hadamard.h"

@@ -1,4 +1,4 @@
-#include "kv/types.h"
+#include "core/types.h"
 
 #include <stdexcept>
 

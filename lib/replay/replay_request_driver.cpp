@@ -1,0 +1,225 @@
+// The request-trace driver of the replay skeleton: llama-server's slot loop (server_sim) over the
+// trace's requests, every cache call through the op door; adds requests.csv, steps.csv (one row
+// per decode call) and --emit-ops (the op trace the server produced).
+#include "replay/replay_driver.h"
+
+#include "drive/op_runner.h"
+#include "report/requests_report.h"
+#include "report/steps.h"
+#include "sched/device_profile.h"
+#include "sched/server_sim.h"
+#include "trace/op_trace.h"
+#include "trace/request_trace.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <optional>
+
+namespace kvsim {
+
+namespace {
+using json = nlohmann::json;
+
+// About 20k occupancy rows for the whole trace, estimated from its prompt and generated tokens.
+uint64_t auto_occupancy_every(const request_trace & t, const context & ctx) {
+    double est = 0;
+    for (const auto & r : t.requests) {
+        est += (double) r.n_prompt / ctx.sizes().n_ubatch + (double) r.n_gen / std::max<uint32_t>(1, ctx.params().n_seq_max);
+    }
+    return std::max<uint64_t>(1, (uint64_t) (est * (double) ctx.memory().caches().size() / 20000.0));
+}
+
+// Keep a long replay's timeline loadable: about 50k decode calls recorded at most.
+uint64_t occ_every_for_timeline(const request_trace & t, const context & ctx) {
+    return auto_occupancy_every(t, ctx) * 20000 / 50000 + 1;
+}
+
+// summary.json's "totals" of a request trace.
+json request_totals_json(const request_trace & t, const server_totals & tt, const context & ctx) {
+    uint64_t n_prompt = 0, n_gen = 0, swa_reused = 0;
+    for (const auto & r : t.requests) {
+        n_prompt += (uint64_t) r.n_prompt;
+        n_gen += (uint64_t) r.n_gen;
+    }
+    for (const kv_cache * c : ctx.memory().caches()) swa_reused += c->stats().swa_reused;
+    return {{"requests", t.requests.size()}, {"trace_prompt_tokens", n_prompt}, {"trace_gen_tokens", n_gen},
+            {"steps", tt.steps}, {"decode_calls", tt.decode_calls}, {"decode_no_slot", tt.decode_no_slot},
+            {"batch_halvings", tt.batch_halvings}, {"idle_slot_purges", tt.idle_slot_purges},
+            {"context_exceeded_events", tt.context_exceeded}, {"context_shifts", tt.context_shifts},
+            {"prefix_reuse_hits", tt.prefix_hits}, {"prefix_tokens_reused", tt.prefix_tokens_reused},
+            {"prompt_tokens_decoded", tt.prompt_tokens_decoded}, {"gen_tokens_decoded", tt.gen_tokens_decoded},
+            {"sim_seconds", tt.sim_seconds}, {"swa_reused_cells", swa_reused},
+            {"ram_cache", {{"saves", tt.ram_saves}, {"restores", tt.ram_restores}, {"cells_restored", tt.ram_cells_restored},
+                           {"evictions", tt.ram_evictions}, {"idle_slot_clears", tt.idle_slot_clears},
+                           {"peak_bytes", tt.ram_peak_bytes}, {"peak_states", tt.ram_peak_states}}},
+            {"context_checkpoints", {{"created", tt.checkpoints_created}, {"restored", tt.checkpoints_restored}}}};
+}
+
+// summary.json's "server": the llama-server options the run used.
+json server_json(const server_params & s, const server_sim & sim) {
+    return {{"arrivals", s.arrivals == arrival_mode::trace ? "trace" : "saturate"},
+            {"context_shift", s.context_shift}, {"n_keep", s.n_keep},
+            {"cache_prompt", s.cache_prompt}, {"cache_ram_mib", s.cache_ram_mib},
+            {"cache_idle_slots", s.cache_idle_slots && s.cache_ram_mib != 0}, {"n_ctx_checkpoints", s.n_ctx_checkpoints},
+            {"checkpoint_min_step", s.checkpoint_min_step},
+            {"slot_prompt_similarity", std::stod(fmt::format("{}", s.slot_prompt_similarity))},
+            {"n_ctx_slot", sim.n_ctx_slot()}};
+}
+
+// summary.json's "weights": the GGUF file type the step-time model reads per ubatch.
+json weights_json(const step_time_model & tm) {
+    const param_groups pg = model_param_groups(tm.model);
+    return {{"type", tm.weights_name()}, {"read_bytes_per_ubatch", tm.weight_sizes().read_per_ubatch()},
+            {"file_bytes", tm.weight_sizes().file_bytes()}, {"n_params", tm.weight_sizes().n_params},
+            {"params", {{"attn", pg.attn}, {"ffn", pg.ffn}, {"token_embd", pg.token_embd}, {"output", pg.output},
+                        {"norm", pg.norm}}}};
+}
+
+std::string mib(size_t b) { return fmt::format("{:.2f} MiB", (double) b / (1024.0 * 1024.0)); }
+
+std::string ram_cache_line(const replay_options & opt, const json & rc) {
+    if (opt.server.cache_ram_mib == 0) return "off (--cache-ram 0)";
+    return fmt::format("{} saves, {} restores ({} cells), {} idle-slot clears, peak {} states / {:.1f} MiB",
+                       rc["saves"].get<uint64_t>(), rc["restores"].get<uint64_t>(), rc["cells_restored"].get<uint64_t>(),
+                       rc["idle_slot_clears"].get<uint64_t>(), rc["peak_states"].get<uint64_t>(),
+                       (double) rc["peak_bytes"].get<uint64_t>() / (1024.0 * 1024.0));
+}
+
+terminal_rows request_terminal_rows(const replay_options & opt, const context & ctx, const json & totals, const json & lat,
+                                    const occupancy_recorder & occ) {
+    const auto & oc = lat["outcomes"];
+    const auto & ttft = lat["ttft_s"];
+    return {
+        {"context", context_line(ctx)},
+        {"KV memory", mib(compute_kv_bytes(ctx.model(), ctx.params(), ctx.sizes()).total())},
+        {"outcomes", fmt::format("{} done, {} truncated, {} failed", oc["done"].get<uint64_t>(), oc["truncated"].get<uint64_t>(),
+                                 oc["failed"].get<uint64_t>())},
+        {"tokens decoded", fmt::format("{} prompt + {} generated", totals["prompt_tokens_decoded"].get<uint64_t>(),
+                                       totals["gen_tokens_decoded"].get<uint64_t>())},
+        {"steps / decode calls", fmt::format("{} / {} ({} no-slot returns, {} halvings, {} idle purges)",
+                                             totals["steps"].get<uint64_t>(), totals["decode_calls"].get<uint64_t>(),
+                                             totals["decode_no_slot"].get<uint64_t>(), totals["batch_halvings"].get<uint64_t>(),
+                                             totals["idle_slot_purges"].get<uint64_t>())},
+        {"context shifts", std::to_string(totals["context_shifts"].get<uint64_t>())},
+        {"prefix reuse", fmt::format("{} hits, {} tokens", totals["prefix_reuse_hits"].get<uint64_t>(),
+                                     totals["prefix_tokens_reused"].get<uint64_t>())},
+        {"RAM prompt cache", ram_cache_line(opt, totals["ram_cache"])},
+        {"context checkpoints", opt.model.has_swa() && !opt.ctx.swa_full && opt.server.n_ctx_checkpoints > 0
+                                    ? fmt::format("{} created, {} restored", totals["context_checkpoints"]["created"].get<uint64_t>(),
+                                                  totals["context_checkpoints"]["restored"].get<uint64_t>())
+                                    : std::string("none (no sliding-window layers, --swa-full or --ctx-checkpoints 0)")},
+        {"peak used cells / n_kv", fmt::format("{} (all streams) / {} (per stream)", occ.peaks().used, occ.peaks().n_kv)},
+        {"SWA-reused cells", std::to_string(totals["swa_reused_cells"].get<uint64_t>())},
+        {"simulated time", fmt::format("{:.2f} s ({}, {} weights)", totals["sim_seconds"].get<double>(), opt.device.name,
+                                       opt.weights ? opt.weights->name : "f16")},
+        {"TTFT p50 / p99", ttft.value("n", 0) ? fmt::format("{:.3f} / {:.3f} s", ttft["p50"].get<double>(), ttft["p99"].get<double>())
+                                               : std::string("-")},
+    };
+}
+
+request_trace read_trace(const replay_options & opt) {
+    std::optional<request_format> fmt_opt;
+    if (opt.format != "auto") fmt_opt = parse_request_format(opt.format);
+    request_trace t = read_request_trace(opt.trace, fmt_opt);
+    if (opt.limit && t.requests.size() > opt.limit) t.requests.resize(opt.limit);
+    return t;
+}
+
+class request_driver : public replay_driver {
+public:
+    explicit request_driver(const replay_options & opt) : opt_(opt), trace_(read_trace(opt)), emit_(emitted_) {
+        emitted_.path = opt.emit_ops;
+    }
+
+    bool is_request_trace() const override { return true; }
+
+    replay_clock attach(context & ctx, step_time_model & tm) override {
+        ctx_ = &ctx;
+        tm_ = &tm;
+        run_ = std::make_unique<op_runner>(ctx);
+        sim_ = std::make_unique<server_sim>(*run_, opt_.server, tm);
+        replay_clock c;
+        c.step = &sim_->clock().step;
+        c.now = &sim_->clock().now;
+        c.timeline_now = &sim_->clock().now;
+        c.no_slot = &sim_->totals().decode_no_slot;
+        c.occupancy_every = opt_.occupancy_every ? opt_.occupancy_every : auto_occupancy_every(trace_, ctx);
+        c.timeline_every = std::max<uint64_t>(1, occ_every_for_timeline(trace_, ctx));
+        return c;
+    }
+
+    // steps.csv's recorder sees the cache and the door after the shared observers, then the door
+    // gets them all and --emit-ops' recorder last.
+    void observe(replay_observers & obs, replay_outputs & out) override {
+        if (out.steps) {
+            steps_ = std::make_unique<steps_recorder>(*tm_, *ctx_, &sim_->clock().now, &sim_->totals().prompt_tokens_decoded,
+                                                      &sim_->totals().gen_tokens_decoded);
+            obs.fan.add(steps_.get());
+            obs.ops.add(steps_.get());
+        }
+        run_->add_op_observer(obs.op_observers());
+        if (out.emit) run_->add_op_observer(&emit_);
+        run_->set_observer(&obs.fan);
+    }
+
+    void drive(replay_observers & obs, progress_bar & bar) override {
+        sim_->run(trace_, [&](size_t done, size_t total) {
+            if (obs.timeline) obs.timeline->step_done();
+            bar.update(done, total);
+        });
+    }
+
+    replay_report report(const context & ctx, const occupancy_recorder & occ, double wall) override {
+        const server_totals & tt = sim_->totals();
+        const json lat = latency_summary(sim_->results());
+        const json totals = request_totals_json(trace_, tt, ctx);
+        replay_report rep;
+        rep.summary = {{"kind", "request_trace"},
+                       {"format", request_format_name(trace_.format)},
+                       {"server", server_json(opt_.server, *sim_)},
+                       {"step_time_model", tm_->describe()},
+                       {"device", device_profile_json(tm_->device)},
+                       {"weights", weights_json(*tm_)},
+                       {"totals", totals},
+                       {"latency", lat},
+                       {"bookkeeping_tokens_per_second",
+                        wall > 0 ? (double) (tt.prompt_tokens_decoded + tt.gen_tokens_decoded) / wall : 0}};
+        if (tt.interrupted) rep.summary["interrupted"] = {{"at_step", tt.steps}, {"sim_seconds", tt.sim_seconds}};
+        rep.rows = request_terminal_rows(opt_, ctx, totals, lat, occ);
+        if (tt.interrupted) {
+            rep.interrupted = fmt::format("stopped after step {} (simulated {:.2f} s); unfinished requests are 'pending'", tt.steps,
+                                          tt.sim_seconds);
+        }
+        rep.wall = fmt::format("{:.2f} s", wall);
+        rep.title = fmt::format("kvsim replay {} ({} trace, {} requests, model {})", opt_.trace, request_format_name(trace_.format),
+                                trace_.requests.size(), ctx.model().name);
+        rep.requests = &sim_->results();
+        return rep;
+    }
+
+    void write(replay_outputs & out) override {
+        if (out.emit) write_op_trace(out.emit->out(), emitted_);
+        if (out.requests) write_requests_csv(out.requests->out(), sim_->results());
+        if (steps_) {
+            steps_->finish();
+            steps_->write_csv(out.steps->out());
+        }
+    }
+
+private:
+    const replay_options & opt_;
+    request_trace trace_;
+    op_trace emitted_;    // --emit-ops: every op the server made, as a replayable op trace
+    op_recorder emit_;    // appends to emitted_
+    context * ctx_ = nullptr;
+    step_time_model * tm_ = nullptr;
+    std::unique_ptr<op_runner> run_;    // the op door on the context
+    std::unique_ptr<server_sim> sim_;   // the server; its clock is the replay's
+    std::unique_ptr<steps_recorder> steps_;
+};
+
+}  // namespace
+
+std::unique_ptr<replay_driver> make_request_driver(const replay_options & opt) { return std::make_unique<request_driver>(opt); }
+
+}  // namespace kvsim
