@@ -67,7 +67,7 @@ struct sweep_cli {
         app.add_option("--threads,-t", threads, "threads of the kernels, baselines and bandwidth probe")
             ->capture_default_str()
             ->check(CLI::Range(1, 1024));
-        app.add_option("--repeats,-r", repeats, "timed calls per kernel and point")->capture_default_str();
+        app.add_option("--repeats,-r", repeats, "timed calls per kernel and point, 1 to 1000000 (every sample is kept for the median)")->capture_default_str();
         app.add_option("--out,-o", out, "output directory (kvbench.csv/json/svg)")->capture_default_str();
         app.add_option("--format", format, "stdout format")->check(CLI::IsMember({"table", "csv", "json"}))
             ->capture_default_str();

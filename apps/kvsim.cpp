@@ -31,7 +31,7 @@ int main(int argc, char ** argv) {
     inspect->add_option("--format", insp_format, "Trace format (default: detected from the header)")
         ->check(CLI::IsMember({"auto", "ops", "azure", "mooncake", "burstgpt"}));
     inspect->add_flag("--json", insp_json, "Print the statistics as JSON");
-    inspect->add_option("--block-tokens", block_tokens, "Tokens per Mooncake hash_id block")->check(CLI::PositiveNumber);
+    inspect->add_option("--block-tokens", block_tokens, "Tokens per Mooncake hash_id block")->check(CLI::Range(1, 2147483647));
 
     CLI::App * convert = app.add_subcommand("convert", "Rewrite a request trace in another format");
     std::string conv_in, conv_out, conv_to, conv_from = "auto";
@@ -39,7 +39,7 @@ int main(int argc, char ** argv) {
     convert->add_option("out", conv_out, "File to write (atomically)")->required();
     convert->add_option("--to", conv_to, "Target format")->required()->check(CLI::IsMember({"azure", "mooncake", "burstgpt", "ops"}));
     convert->add_option("--from", conv_from, "Source format (default: detected)")->check(CLI::IsMember({"auto", "azure", "mooncake", "burstgpt"}));
-    convert->add_option("--block-tokens", block_tokens, "Tokens per generated Mooncake hash_id block")->check(CLI::PositiveNumber);
+    convert->add_option("--block-tokens", block_tokens, "Tokens per generated Mooncake hash_id block")->check(CLI::Range(1, 2147483647));
 
     CLI::App * calibrate = app.add_subcommand("calibrate", "Fit a device profile (--device FILE) to llama-bench -o json results");
     calibrate_cli cc;

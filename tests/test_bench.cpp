@@ -648,9 +648,9 @@ TEST_CASE("kvbench sweep: SIGINT, SIGTERM or SIGHUP stops a long point promptly 
     scratch_dir dir("bench_sigint");
     for (const std::string sig : {"INT", "TERM", "HUP"}) {
         const std::string out = dir / ("out_" + sig);
-        // -r 100000000 would run for hours; the signal after 3 s must end it within seconds
+        // -r 1000000 (the most) at 4096 cells would run for minutes; the signal after 3 s must end it within seconds
         const std::string cmd = "timeout -s KILL 60 timeout --preserve-status -s " + sig + " 3 " + KVSIM_BINARY_DIR +
-                                "/kvbench sweep --ctx 16 --kv-type f16 --limit-mib 16 -r 100000000 -o " + out + " >" +
+                                "/kvbench sweep --ctx 4096 --kv-type f16 --limit-mib 16 -r 1000000 -o " + out + " >" +
                                 (dir / "stdout") + " 2>" + (dir / "stderr");
         const auto t0 = std::chrono::steady_clock::now();
         const int st = std::system(cmd.c_str());

@@ -1,6 +1,7 @@
 // Inputs the fuzzers (tests/fuzz, docs/reliability.md) and the bad-input run found to crash, hang,
 // hit undefined behaviour or break a contract, kept as tests once fixed. Each case names who found
 // it and what used to happen.
+#include "trace/convert.h"
 #include "trace/op_trace.h"
 #include "trace/request_trace.h"
 #include "trace/text_lines.h"
@@ -285,4 +286,32 @@ TEST_CASE("Mooncake: more hash_ids than prompt tokens, and duplicated keys, are 
     const request_trace ok = read_request_trace(scratch("mc_ok.jsonl", "{\"timestamp\": 0, \"input_length\": 3, \"output_length\": 1, "
                                                                       "\"hash_ids\": [1,2,3]}\n"));
     CHECK(ok.requests.size() == 1);
+}
+
+// hostile-input pass (docs/reliability.md, "recovered tree"): a 140 KB Mooncake line of nested arrays crashed
+// inspect, replay and convert with SIGSEGV (nlohmann's dump() of the bad value recursed once per level).
+TEST_CASE("Mooncake: a value nested 200,000 levels deep is an input error, not a stack overflow") {
+    const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+    for (const char * key : {"timestamp", "hash_ids"}) {
+        CAPTURE(key);
+        std::string line = "{\"timestamp\": 0, \"input_length\": 1300, \"output_length\": 40, \"hash_ids\": [1]}";
+        const std::string field = std::string("\"") + key + "\": ";
+        const size_t at = line.find(field) + field.size();
+        line.replace(at, line.find_first_of(",}", at) - at, key == std::string("hash_ids") ? "[" + deep + "]" : deep);
+        const input_error e = request_error("mc_deep.jsonl", line + "\n");
+        CHECK(e.line() == 1);
+        CHECK(e.value().find("nested over 64 levels") != std::string::npos);
+    }
+}
+
+// hostile-input pass: `kvsim convert A A` replaced the trace with its conversion (exit 0).
+TEST_CASE("kvsim convert refuses an output that is the input, by any name") {
+    const std::string in = scratch("conv_same.csv", k_azure_header + "2023-11-16 18:15:46,10,1\n");
+    std::stringstream warn;
+    CHECK_THROWS_WITH_AS(convert_trace(in, in, "burstgpt", "auto", warn), doctest::Contains("is the input trace"), usage_error);
+    const std::string link = (std::filesystem::path(in).parent_path() / "conv_link.csv").string();
+    std::filesystem::remove(link);
+    std::filesystem::create_symlink(in, link);
+    CHECK_THROWS_AS(convert_trace(in, link, "burstgpt", "auto", warn), usage_error);
+    CHECK(read_request_trace(in).requests.size() == 1);   // still the Azure trace
 }

@@ -36,13 +36,13 @@ TEST_CASE("replay_outputs: commit renames every file into place, then removes on
         REQUIRE(out.bandwidth);
         CHECK_FALSE(out.emit);
         CHECK_FALSE(out.timeline);
-        out.summary->out() << "first";
+        out.summary->out() << R"({"tool": "kvsim 0.1.0"})";
         out.dump->out() << "dump";
         CHECK_FALSE(fs::exists(o.out_dir + "/summary.json"));   // nothing in place before commit
         out.commit();
     }
     for (const char * f : k_out_files) CHECK(fs::is_regular_file(o.out_dir + "/" + f));
-    CHECK(read_text(o.out_dir + "/summary.json") == "first");
+    CHECK(read_text(o.out_dir + "/summary.json") == R"({"tool": "kvsim 0.1.0"})");
     CHECK(read_text(o.dump_cells) == "dump");
 
     write_text(o.out_dir + "/notes.txt", "mine");             // not a kvsim name: never touched
@@ -62,6 +62,35 @@ TEST_CASE("replay_outputs: commit renames every file into place, then removes on
     CHECK_FALSE(fs::exists(o.out_dir + "/steps.csv"));
     CHECK_FALSE(fs::exists(fs::symlink_status(o.out_dir + "/bandwidth.csv")));
     CHECK(read_text(o.out_dir + "/notes.txt") == "mine");
+}
+
+// Found by a hostile-input pass: `--out proj` deleted the user's own proj/requests.csv and steps.csv.
+TEST_CASE("replay_outputs: files with kvsim's names are removed only from a directory an earlier kvsim run wrote") {
+    scratch_dir d("outputs_user_dir");
+    replay_options o;
+    o.out_dir = d / "proj";
+    fs::create_directories(o.out_dir);
+    write_text(o.out_dir + "/requests.csv", "the user's");
+    write_text(o.out_dir + "/steps.csv", "the user's");
+    write_text(o.out_dir + "/summary.json", R"({"tool": "something else"})");
+    CHECK_FALSE(holds_kvsim_summary(o.out_dir));
+    {   // an op-trace run writes no requests.csv or steps.csv
+        replay_outputs out(o, false, false);
+        out.summary->out() << R"({"tool": "kvsim 0.1.0"})";
+        out.commit();
+    }
+    CHECK(read_text(o.out_dir + "/requests.csv") == "the user's");
+    CHECK(read_text(o.out_dir + "/steps.csv") == "the user's");
+    CHECK(holds_kvsim_summary(o.out_dir));   // from now on the directory holds a kvsim run
+    {
+        replay_outputs out(o, false, false);
+        out.summary->out() << R"({"tool": "kvsim 0.1.0"})";
+        out.commit();
+    }
+    CHECK_FALSE(fs::exists(o.out_dir + "/requests.csv"));
+    CHECK_FALSE(fs::exists(o.out_dir + "/steps.csv"));
+    write_text(o.out_dir + "/summary.json", "[[[[");   // not JSON
+    CHECK_FALSE(holds_kvsim_summary(o.out_dir));
 }
 
 TEST_CASE("replay_outputs: without commit the temporaries and the created directories go, the previous files stay") {

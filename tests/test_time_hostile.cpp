@@ -169,3 +169,42 @@ TEST_CASE("kvsim calibrate: results far faster than the base profile are refused
     CHECK(r.rc == 0);
     CHECK(load_device_profile(dir / "p.json").weight_read_fraction <= 1.5);
 }
+
+// The second hostile-input pass (docs/reliability.md, "recovered tree"): each of these crashed (a 200,000-deep array:
+// SIGSEGV in nlohmann's dump()), filled memory (/dev/zero) or exited 1 with no file named (1e400).
+TEST_CASE("llama-bench files and device profiles: deep nesting, endless devices and 1e400 are one error naming the file") {
+    scratch_dir dir("hostile-deep");
+    const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+    std::ofstream(dir / "deep.json") << deep;
+    CHECK(bench_error(dir / "deep.json").find("deep.json") != std::string::npos);
+    CHECK(profile_error(json{{"bandwidth_gbs", 100}, {"peak_tflops", 1}, {"gemm_fraction", json::parse(deep)}})
+              .find("nested over 64 levels") != std::string::npos);
+    CHECK(bench_error("/dev/zero").find("larger than 64 MiB") != std::string::npos);
+
+    auto j = json::parse(read_text(k_data));
+    std::string text = j.dump();
+    const std::string avg = "\"avg_ns\":" + std::to_string(j[0]["avg_ns"].get<uint64_t>());
+    REQUIRE(text.find(avg) != std::string::npos);
+    text.replace(text.find(avg), avg.size(), "\"avg_ns\":1e400");
+    std::ofstream(dir / "big.json") << text;
+    CHECK(bench_error(dir / "big.json").find("big.json") != std::string::npos);
+
+    std::ofstream(dir / "p.json") << R"({"bandwidth_gbs": 1e400, "peak_tflops": 1})";
+    auto r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 --device " + (dir / "p.json"));
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("p.json") != std::string::npos);
+    r = run_kvsim(std::string("calibrate /dev/zero --model llama-3.2-1b"));
+    CHECK(r.rc == 2);
+    CHECK(lines_of(r.err).size() == 1);
+}
+
+TEST_CASE("kvsim replay --n-swa past INT32_MAX and kvbench --repeats past 10^6 are refused before any work") {
+    auto r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 --model tiny-gemma3-swa --n-swa 2147483648");
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("--n-swa") != std::string::npos);
+    r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 --model tiny-gemma3-swa --n-swa 2147483647");
+    CHECK(r.rc == 0);
+    r = run_kvbench("sweep --ctx 256 --kv-type f16 -r 1000001");
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("--repeats") != std::string::npos);
+}

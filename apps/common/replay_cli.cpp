@@ -93,7 +93,9 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--n-head", n_head, "Override the number of query heads");
     cmd.add_option("--n-head-kv", n_head_kv, "Override the number of KV heads");
     cmd.add_option("--head-dim", head_dim, "Override the head size n_embd_head_k");
-    cmd.add_option("--n-swa", n_swa, "Override the sliding window (tokens; 0 = no SWA)");
+    // llama.cpp keeps n_swa as uint32_t but compares it with int32 position distances (llama_hparams::is_masked_swa):
+    // a window past INT32_MAX wraps there
+    cmd.add_option("--n-swa", n_swa, "Override the sliding window (tokens; 0 = no SWA)")->check(CLI::Range(0, 2147483647));
     cmd.add_option("--swa-type", swa_type_name, "Override the SWA type: none standard chunked symmetric");
     cmd.add_option("--swa-pattern", swa_pattern, "Override the SWA layer pattern (n_pattern; 0 = all layers SWA)");
     cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)");

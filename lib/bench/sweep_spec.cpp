@@ -182,7 +182,10 @@ void sweep_config::validate(size_t phys_bytes) const {
         }
     }
     if (threads < 1) throw input_error("--threads", 0, std::to_string(threads), "must be >= 1");
-    if (repeats < 1) throw input_error("--repeats", 0, std::to_string(repeats), "must be >= 1");
+    // each timed call keeps one sample (a few ns calls of the mask kernel would fill memory at 2^31 repeats)
+    if (repeats < 1 || repeats > max_repeats) {
+        throw input_error("--repeats", 0, std::to_string(repeats), fmt::format("must be in [1, {}]", max_repeats));
+    }
     if (shard.index < 0 || shard.index >= shard.count) {
         throw input_error("--shard", 0, fmt::format("{}/{}", shard.index, shard.count), "shard index out of range");
     }

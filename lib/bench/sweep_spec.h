@@ -58,6 +58,7 @@ struct sweep_config {
     std::string backend = "cpu";
     int threads = 2;
     int repeats = 5;                   // timed calls per kernel and point (after one warm-up call)
+    static constexpr int max_repeats = 1000000;
     size_t max_buffer_bytes = (size_t) 6 << 30;   // skip points whose K+V (one copy) exceed this
     size_t rotate_bytes = (size_t) 64 << 20;      // K/V copies rotated per call so >= this many bytes cycle (kvbench: >= 2x LLC)
     size_t eigen_max_bytes = (size_t) 2 << 30;    // skip the Eigen baseline when its f32 K+V exceed this
@@ -66,7 +67,7 @@ struct sweep_config {
     shard_spec shard;
 
     // Throws input_error for head_dim not a positive multiple of 32 (or above max_head_dim), n_head not a multiple
-    // of n_head_kv (or above max_heads), threads/repeats < 1, empty lists, ctx above max_ctx, batch above
+    // of n_head_kv (or above max_heads), threads < 1, repeats outside [1, max_repeats], empty lists, ctx above max_ctx, batch above
     // max_batch, or a point whose byte counts (K+V of any type, its f32 copy, mask, K-shift) overflow 64 bits.
     // phys_bytes > 0 (physical memory): also throws usage_error when the bandwidth probe (2 x limit_bytes) or
     // one point's K+V (max_buffer_bytes) would need more than 80 % of it.

@@ -1,11 +1,26 @@
 #include "replay/replay_outputs.h"
 
 #include "core/errors.h"
+#include "util/read_file.h"
+
+#include <nlohmann/json.hpp>
 
 #include <stdexcept>
 #include <utility>
 
 namespace kvsim {
+
+bool holds_kvsim_summary(const std::string & out_dir) {
+    const std::string path = out_dir + "/summary.json";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) return false;
+    try {
+        const nlohmann::json j = nlohmann::json::parse(read_small_file(path, "summary.json"));
+        return j.is_object() && j.contains("tool") && j["tool"].is_string() && j["tool"].get<std::string>().rfind("kvsim", 0) == 0;
+    } catch (const std::exception &) {   // unreadable or not JSON: not a summary kvsim wrote
+        return false;
+    }
+}
 
 void check_paths(const replay_options & o, bool is_request_trace) {
     if (!is_request_trace && !o.emit_ops.empty()) {
@@ -56,6 +71,7 @@ void check_paths(const replay_options & o, bool is_request_trace) {
 // --out is created), then --emit-ops, --trace-json and the files of --out.
 replay_outputs::replay_outputs(const replay_options & o, bool is_request_trace, bool timed) : out_dir_(o.out_dir) {
     check_paths(o, is_request_trace);
+    earlier_run_ = !out_dir_.empty() && holds_kvsim_summary(out_dir_);
     if (!o.dump_cells.empty()) dump = std::make_unique<atomic_file>(o.dump_cells);
     if (!o.out_dir.empty()) create_out_dir(o.out_dir);
     try {
@@ -138,7 +154,7 @@ void remove_if_file(const std::filesystem::path & p) {
 }  // namespace
 
 void replay_outputs::remove_stale() const {
-    if (out_dir_.empty()) return;
+    if (!earlier_run_) return;
     const std::pair<const char *, const atomic_file *> written[] = {
         {"occupancy.csv", occupancy.get()}, {"requests.csv", requests.get()}, {"summary.json", summary.get()},
         {"bandwidth.csv", bandwidth.get()}, {"report.html", report.get()},    {"steps.csv", steps.get()}};

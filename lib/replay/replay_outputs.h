@@ -7,7 +7,9 @@
 // - commit() flushes and closes every file, then renames them all into place, then removes the
 //   stale ones: files in --out with kvsim's names (k_out_files) that this run did not write (an
 //   op-trace run removes a request-trace run's requests.csv, an untimed run an earlier
-//   bandwidth.csv). Done last, so a failed run leaves the previous run's set whole.
+//   bandwidth.csv). Done last, so a failed run leaves the previous run's set whole. Only when
+//   --out held a summary.json written by kvsim before this run (holds_kvsim_summary): a
+//   requests.csv of the user's own in a directory kvsim never wrote to is not kvsim's to delete.
 // - Without commit() (an error or an interrupt thrown through the replay), the destructor
 //   removes the temporary files and the directories this run created, if they are still empty.
 // - Never touched: files in --out with other names, directories (a kvsim name that is a
@@ -36,6 +38,11 @@ inline constexpr const char * k_out_files[] = {"occupancy.csv", "requests.csv", 
 // or a dangling symbolic link, an output path that is a directory, the same file given twice, an
 // output path that is the trace itself (o.trace, by any name or hard link: it would be replaced).
 void check_paths(const replay_options & o, bool is_request_trace);
+
+// True when out_dir/summary.json is a JSON object whose "tool" starts with "kvsim" (what a replay writes): the
+// mark that the directory's files with kvsim's names came from an earlier run. False when it is absent,
+// unreadable or anything else.
+bool holds_kvsim_summary(const std::string & out_dir);
 
 class replay_outputs {
 public:
@@ -69,6 +76,7 @@ private:
     std::string out_dir_;
     std::vector<std::filesystem::path> created_dirs_;   // deepest first
     bool committed_ = false;
+    bool earlier_run_ = false;   // --out held an earlier kvsim run's summary.json: stale files may be removed
 
     void create_out_dir(const std::string & out_dir);
     void discard() noexcept;

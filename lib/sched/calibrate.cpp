@@ -2,6 +2,8 @@
 
 #include "kv/context.h"
 #include "core/errors.h"
+#include "util/json_read.h"
+#include "util/read_file.h"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -30,9 +32,9 @@ const json & field(const json & o, const std::string & file, size_t index, const
 // A whole number in [min, max]; max keeps the casts to uint32_t / int exact (no wrap to 0).
 double int_field(const json & o, const std::string & file, size_t index, const char * name, double min, double max) {
     const json & v = field(o, file, index, name);
-    if (!v.is_number_integer() && !v.is_number_unsigned()) bad_field(file, index, name, v.dump(), "must be a whole number");
+    if (!v.is_number_integer() && !v.is_number_unsigned()) bad_field(file, index, name, json_text(v), "must be a whole number");
     const double d = v.get<double>();
-    if (d < min || d > max) bad_field(file, index, name, v.dump(), fmt::format("must be in [{:.0f}, {:.0f}]", min, max));
+    if (d < min || d > max) bad_field(file, index, name, json_text(v), fmt::format("must be in [{:.0f}, {:.0f}]", min, max));
     return d;
 }
 
@@ -44,12 +46,12 @@ constexpr double k_u32 = 4294967295.0;
 
 std::string string_field(const json & o, const std::string & file, size_t index, const char * name) {
     const json & v = field(o, file, index, name);
-    if (!v.is_string()) bad_field(file, index, name, v.dump(), "must be a string");
+    if (!v.is_string()) bad_field(file, index, name, json_text(v), "must be a string");
     return v.get<std::string>();
 }
 
 bench_point parse_point(const json & o, const std::string & file, size_t index) {
-    if (!o.is_object()) throw input_error(file, 0, o.dump().substr(0, 40), fmt::format("entry {} is not a JSON object", index));
+    if (!o.is_object()) throw input_error(file, 0, json_text(o).substr(0, 40), fmt::format("entry {} is not a JSON object", index));
     bench_point p;
     p.file = file;
     p.index = index;
@@ -122,18 +124,13 @@ std::string bench_point::test_name() const {
 }
 
 std::vector<bench_point> read_llama_bench(const std::string & path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) throw input_error(path, 0, "", "is a directory, not a llama-bench file");
-    std::ifstream in(path);
-    if (!in) throw input_error(path, 0, "", "cannot open the llama-bench file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw input_error(path, 0, "", "cannot read the llama-bench file");
-    const std::string text = ss.str();
+    const std::string text = read_small_file(path, "llama-bench file");
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw input_error(path, 0, "", "is empty (no llama-bench results)");
     json j;
     try {
         j = json::parse(text);
+    } catch (const json::out_of_range & e) {   // a number like 1e400
+        throw input_error(path, 0, "", fmt::format("not a llama-bench result: {}", e.what()));
     } catch (const json::parse_error & e) {
         // -o jsonl: one object per line
         j = json::array();
@@ -145,7 +142,7 @@ std::vector<bench_point> read_llama_bench(const std::string & path) {
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
             try {
                 j.push_back(json::parse(line));
-            } catch (const json::parse_error & le) {
+            } catch (const json::exception & le) {   // parse_error, or out_of_range for a number like 1e400
                 // earlier lines parsed: a JSONL file with one bad line, so name that line
                 if (!j.empty()) throw input_error(path, n, line.substr(0, 40), fmt::format("not JSON (llama-bench -o jsonl): {}", le.what()));
                 throw input_error(path, 0, "", fmt::format("not JSON (llama-bench -o json or -o jsonl): {}", e.what()));

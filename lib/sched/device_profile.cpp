@@ -1,6 +1,8 @@
 #include "sched/device_profile.h"
 
 #include "core/errors.h"
+#include "util/json_read.h"
+#include "util/read_file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -47,10 +49,10 @@ struct range {
 double number(const nlohmann::json & j, const char * key, const std::string & where, double dflt, range r, bool whole = false) {
     if (!j.contains(key)) return dflt;
     const auto & v = j[key];
-    if (!v.is_number()) throw input_error(where, 0, v.dump(), fmt::format("field {} must be a number", key));
+    if (!v.is_number()) throw input_error(where, 0, json_text(v), fmt::format("field {} must be a number", key));
     const double d = v.get<double>();
     if (!std::isfinite(d) || (r.lo_open ? d <= r.lo : d < r.lo) || d > r.hi || (whole && d != std::floor(d))) {
-        throw input_error(where, 0, v.dump(), fmt::format("field {} must be a finite {} in {}{:g}, {:g}]", key, whole ? "whole number" : "number",
+        throw input_error(where, 0, json_text(v), fmt::format("field {} must be a finite {} in {}{:g}, {:g}]", key, whole ? "whole number" : "number",
                                                           r.lo_open ? "(" : "[", r.lo, r.hi));
     }
     return d;
@@ -101,24 +103,24 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     }
     device_profile d;
     if (j.contains("name")) {
-        if (!j["name"].is_string()) throw input_error(where, 0, j["name"].dump(), "field name must be a string");
+        if (!j["name"].is_string()) throw input_error(where, 0, json_text(j["name"]), "field name must be a string");
         d.name = j["name"].get<std::string>();
     }
     if (j.contains("source")) {
-        if (!j["source"].is_string()) throw input_error(where, 0, j["source"].dump(), "field source must be a string");
+        if (!j["source"].is_string()) throw input_error(where, 0, json_text(j["source"]), "field source must be a string");
         d.source = j["source"].get<std::string>();
     }
     if (j.contains("attention")) {
         const auto & a = j["attention"];
         if (!a.is_string() || (a.get<std::string>() != "roofline" && a.get<std::string>() != "linear")) {
-            throw input_error(where, 0, a.dump(), "field attention must be \"roofline\" or \"linear\"");
+            throw input_error(where, 0, json_text(a), "field attention must be \"roofline\" or \"linear\"");
         }
         d.attention = a.get<std::string>();
     }
     if (j.contains("attention_cells")) {
         const auto & a = j["attention_cells"];
         if (!a.is_string() || (a.get<std::string>() != "n_kv" && a.get<std::string>() != "visible")) {
-            throw input_error(where, 0, a.dump(), "field attention_cells must be \"n_kv\" or \"visible\"");
+            throw input_error(where, 0, json_text(a), "field attention_cells must be \"n_kv\" or \"visible\"");
         }
         d.attention_cells = a.get<std::string>();
     }
@@ -138,13 +140,13 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     if (j.contains("gemm_fraction")) {
         const auto & g = j["gemm_fraction"];
         const std::string bad = "field gemm_fraction must be a non-empty array of [tokens, fraction] pairs, tokens ascending and >= 1, fractions in (0, 10]";
-        if (!g.is_array() || g.empty()) throw input_error(where, 0, g.dump(), bad);
+        if (!g.is_array() || g.empty()) throw input_error(where, 0, json_text(g), bad);
         d.gemm_fraction.clear();
         for (const auto & p : g) {
-            if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) throw input_error(where, 0, p.dump(), bad);
+            if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) throw input_error(where, 0, json_text(p), bad);
             const double t = p[0].get<double>(), f = p[1].get<double>();
             if (!std::isfinite(t) || !std::isfinite(f) || t < 1 || f <= 0 || f > 10 || (!d.gemm_fraction.empty() && t <= d.gemm_fraction.back().first)) {
-                throw input_error(where, 0, p.dump(), bad);
+                throw input_error(where, 0, json_text(p), bad);
             }
             d.gemm_fraction.emplace_back(t, f);
         }
@@ -153,14 +155,11 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
 }
 
 device_profile load_device_profile(const std::string & path) {
-    std::ifstream in(path);
-    if (!in) throw input_error(path, 0, "", "cannot open device profile");
-    std::stringstream ss;
-    ss << in.rdbuf();
+    const std::string text = read_small_file(path, "device profile");
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(ss.str());
-    } catch (const nlohmann::json::parse_error & e) {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception & e) {   // parse_error, or out_of_range for a number like 1e400
         throw input_error(path, 0, "", fmt::format("not JSON ({})", e.what()));
     }
     device_profile d = parse_device_profile(j, path);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <filesystem>
 #include <fmt/format.h>
 #include <limits>
 #include <string>
@@ -179,6 +180,11 @@ size_t convert_trace(const std::string & in, const std::string & out, const std:
     }
     if (looks_like_op_trace(read_first_line(in))) {
         throw usage_error(fmt::format("{} is an op trace: it has no requests to convert", in));
+    }
+    // the rename over the input would replace the trace with its conversion (also through a link or another name)
+    std::error_code ec;
+    if (std::filesystem::equivalent(in, out, ec) && !ec) {
+        throw usage_error(fmt::format("output {} is the input trace {}: give another file name", out, in));
     }
     const request_trace t = read_request_trace(in, source);
     atomic_file f(out);

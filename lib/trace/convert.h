@@ -26,7 +26,7 @@ void write_request_trace(std::ostream & out, const request_trace & t, request_fo
 // format name), writes it to OUT atomically (nothing appears on error). TO = azure | mooncake |
 // burstgpt. Throws usage_error for TO = ops (the op stream depends on the server configuration:
 // `kvsim replay IN --emit-ops OUT` with the -c/-np/... to simulate is the way), for an op trace
-// as IN, and for an unknown format name; input_error for a bad IN; std::runtime_error when OUT
+// as IN, for an OUT that is IN (by any name or link) and for an unknown format name; input_error for a bad IN; std::runtime_error when OUT
 // cannot be written. Returns the number of requests written.
 size_t convert_trace(const std::string & in, const std::string & out, const std::string & to, const std::string & from,
                      std::ostream & warn, int32_t block_tokens = 512);

@@ -2,6 +2,7 @@
 
 #include "trace/text_lines.h"
 #include "core/errors.h"
+#include "util/json_read.h"
 
 #include <algorithm>
 #include <bit>
@@ -93,7 +94,7 @@ std::string fmt_num(const json & v) {
         const double d = v.get<double>();
         return d == (double) (int64_t) d && std::abs(d) < 1e15 ? fmt::format("{}", (int64_t) d) : fmt::format("{:.3f}", d);
     }
-    return v.is_string() ? v.get<std::string>() : v.dump();
+    return v.is_string() ? v.get<std::string>() : json_text(v);
 }
 }  // namespace
 

@@ -2,6 +2,7 @@
 
 #include "trace/text_lines.h"
 #include "core/errors.h"
+#include "util/json_read.h"
 
 #include <nlohmann/json.hpp>
 #include <algorithm>
@@ -143,10 +144,10 @@ const nlohmann::json & json_key(const nlohmann::json & obj, const char * key, co
 
 int32_t json_count(const nlohmann::json & obj, const char * key, const std::string & file, long line) {
     const auto & v = json_key(obj, key, file, line);
-    if (!v.is_number_integer()) throw input_error(file, line, excerpt(v.dump()), std::string(key) + " is not an integer");
+    if (!v.is_number_integer()) throw input_error(file, line, excerpt(json_text(v)), std::string(key) + " is not an integer");
     if (v.is_number_unsigned() ? v.get<uint64_t>() > (uint64_t) std::numeric_limits<int32_t>::max()
                                : v.get<int64_t>() > std::numeric_limits<int32_t>::max() || v.get<int64_t>() < std::numeric_limits<int32_t>::min()) {
-        throw input_error(file, line, v.dump(), std::string(key) + " does not fit in a 32-bit integer");
+        throw input_error(file, line, json_text(v), std::string(key) + " does not fit in a 32-bit integer");
     }
     return v.get<int32_t>();
 }
@@ -185,13 +186,13 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
         if (dup) throw input_error(file, r.line, *dup, "duplicate JSON key");
         if (!j.is_object()) throw input_error(file, r.line, excerpt(*raw), "line is not a JSON object");
         const auto & ts = json_key(j, "timestamp", file, r.line);
-        if (!ts.is_number()) throw input_error(file, r.line, excerpt(ts.dump()), "timestamp is not a number");
-        r.arrival_s = clock.relative_s(ts.get<double>(), file, r.line, ts.dump());
+        if (!ts.is_number()) throw input_error(file, r.line, excerpt(json_text(ts)), "timestamp is not a number");
+        r.arrival_s = clock.relative_s(ts.get<double>(), file, r.line, json_text(ts));
         r.n_prompt = json_count(j, "input_length", file, r.line);
         r.n_gen = json_count(j, "output_length", file, r.line);
         check_counts(r, file, "input_length", "output_length");
         const auto & ids = json_key(j, "hash_ids", file, r.line);
-        if (!ids.is_array()) throw input_error(file, r.line, excerpt(ids.dump()), "hash_ids is not an array");
+        if (!ids.is_array()) throw input_error(file, r.line, excerpt(json_text(ids)), "hash_ids is not an array");
         // every block holds at least one prompt token, whatever the block size: more ids than
         // tokens cannot describe the prompt (and gave negative block lengths in the prefix reuse)
         if (ids.size() > (size_t) r.n_prompt) {
@@ -200,7 +201,7 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
         }
         r.hash_ids.reserve(ids.size());
         for (const auto & id : ids) {
-            if (!id.is_number_unsigned()) throw input_error(file, r.line, excerpt(id.dump()), "hash_ids element is not a non-negative integer");
+            if (!id.is_number_unsigned()) throw input_error(file, r.line, excerpt(json_text(id)), "hash_ids element is not a non-negative integer");
             r.hash_ids.push_back(id.get<uint64_t>());
         }
         t.requests.push_back(std::move(r));

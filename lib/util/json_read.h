@@ -16,8 +16,28 @@
 namespace kvsim {
 
 namespace json_read_detail {
+// True when v nests no deeper than `levels` arrays or objects. Stops at that depth, so the recursion is bounded.
+inline bool nests_within(const nlohmann::json & v, int levels) {
+    if (!v.is_structured()) return true;
+    if (levels == 0) return false;
+    for (const auto & e : v) {
+        if (!nests_within(e, levels - 1)) return false;
+    }
+    return true;
+}
+}  // namespace json_read_detail
+
+// v as JSON text for an error message. nlohmann's dump() recurses once per nesting level, and a line of
+// 100,000 '[' (well inside a trace's 1 MiB line limit) overflows the stack there: a value nested deeper than
+// 64 levels is described instead of written out.
+inline std::string json_text(const nlohmann::json & v) {
+    if (!json_read_detail::nests_within(v, 64)) return v.is_array() ? "[an array nested over 64 levels deep]" : "{an object nested over 64 levels deep}";
+    return v.dump();
+}
+
+namespace json_read_detail {
 [[noreturn]] inline void bad(const std::string & name, const nlohmann::json & v, const char * want) {
-    std::string s = v.dump();
+    std::string s = json_text(v);
     if (s.size() > 40) s = s.substr(0, 37) + "...";
     throw std::runtime_error(name + " is " + s + "; expected " + want);
 }
