@@ -38,7 +38,7 @@ namespace {
 #define REQUIRE_CUDA_DEVICE()                                                             \
     do {                                                                                  \
         std::string why_;                                                                 \
-        if (!cuda_device_available(&why_)) KVSIM_SKIP_CASE("no CUDA device: " + why_);    \
+        if (!cuda_device_available(&why_)) KVSIM_SKIP_CASE(why_);                         \
     } while (0)
 
 // A host K or V cache and its device copy.

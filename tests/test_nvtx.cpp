@@ -179,7 +179,7 @@ TEST_CASE("the same ranges from a CUDA replay") {
     KVSIM_SKIP_CASE("no CUDA device: kvsim was built without the CUDA backend");
 #else
     std::string why;
-    if (!kvsim::cuda_device_available(&why)) KVSIM_SKIP_CASE("no CUDA device: " + why);
+    if (!kvsim::cuda_device_available(&why)) KVSIM_SKIP_CASE(why);
     std::string skipped;
     // head size 128: the CUDA kernels take 64/128/256 (tiny-llama's is 32)
     const recorded r =

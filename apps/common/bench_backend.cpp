@@ -15,7 +15,7 @@ namespace {
 #ifdef KVSIM_HAVE_CUDA
 bench_backend make_cuda_bench() {
     std::string why;
-    if (!cuda_device_available(&why)) throw usage_error("--backend cuda: no usable CUDA device (" + why + ")");
+    if (!cuda_device_available(&why)) throw usage_error("--backend cuda: " + why);
     bench_backend b;
     // asynchronous: calls only enqueue, so the events around a call time the kernels without launch and sync
     // overhead (downloads are blocking copies on the same stream, so results are still complete when read)

@@ -338,7 +338,9 @@ bool cuda_device_available(std::string * why) {
         int n = 0;
         const cudaError_t e = cudaGetDeviceCount(&n);
         if (e != cudaSuccess) {
-            reason = cudaGetErrorString(e);
+            // without a GPU the runtime reports what it tripped on first, e.g. "CUDA driver version is insufficient
+            // for CUDA runtime version" where no driver is installed: say what that means before quoting it
+            reason = std::string("no usable GPU or CUDA driver (cudaGetDeviceCount: ") + cudaGetErrorString(e) + ")";
             cudaGetLastError();  // clear the sticky-free error so later calls start clean
         } else if (n == 0) {
             reason = "no CUDA device";
