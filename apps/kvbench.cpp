@@ -6,6 +6,7 @@
 #include "bench/cache_bench.h"
 #include "bench/sweep_runner.h"
 #include "common/bench_backend.h"
+#include "common/help_format.h"
 #include "common/llama_args.h"
 #include "cpu/cpu_backend.h"
 #include "model/model.h"
@@ -217,6 +218,7 @@ int run_cache_cmd(const cache_bench_params & base) {
 
 int main(int argc, char ** argv) {
     CLI::App app{"kvbench: attention cost of a llama.cpp KV cache vs context length, KV type and batch"};
+    use_help_formatter(app);
     app.require_subcommand(1);
     app.set_version_flag("--version", "kvbench 0.1.0");
     CLI::App * sweep = app.add_subcommand("sweep", "Time mask build/update, flash-attention decode and K-shift per point");

@@ -2,6 +2,7 @@
 // KV cache. Thin CLI: parsing here, everything else in lib/ and kernels/.
 #include "cpu/cpu_isa.h"
 #include "common/calibrate_cli.h"
+#include "common/help_format.h"
 #include "common/llama_args.h"
 #include "common/replay_cli.h"
 #include "replay/run_replay.h"
@@ -17,6 +18,7 @@ int main(int argc, char ** argv) {
     using namespace kvsim;
     ignore_sigpipe();   // a closed pipe is a write error (temporary files removed, exit 1), not a kill
     CLI::App app{"kvsim: what happens to a llama.cpp KV cache under a real multi-sequence workload"};
+    use_help_formatter(app);
     app.require_subcommand(1);
     app.set_version_flag("--version", "kvsim 0.1.0");
     CLI::App * replay = app.add_subcommand("replay", "Replay an op trace or a request trace through the KV cache");
