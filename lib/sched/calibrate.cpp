@@ -423,14 +423,23 @@ calibration_result predict_bench(const std::vector<bench_point> & points, const 
 }
 
 void print_calibration(std::ostream & out, const calibration_result & r) {
-    out << fmt::format("{:<40} {:>5} {:>5} {:>9} {:>3} {:>12} {:>12} {:>8}\n", "result", "ub", "b", "ctk/ctv", "fa", "measured ms",
-                       "predicted ms", "error");
-    std::vector<double> errs;
+    // llama-bench's flash_attn: -1 auto, 0 off, 1 on
+    auto fa_name = [](int fa) { return fa < 0 ? "auto" : fa == 0 ? "off" : "on"; };
+    std::vector<std::string> labels;
+    size_t width = 6;   // "result"
     for (const auto & p : r.points) {
         const auto & b = p.bench;
-        out << fmt::format("{:<40} {:>5} {:>5} {:>9} {:>3} {:>12.3f} {:>12.3f} {:>+7.1f}%\n",
-                           fmt::format("{}#{} {}", b.file.substr(b.file.find_last_of('/') + 1), b.index, b.test_name()), b.n_ubatch,
-                           b.n_batch, b.type_k + "/" + b.type_v, b.flash_attn, b.avg_s * 1e3, p.predicted_s * 1e3, p.error() * 100);
+        labels.push_back(fmt::format("{}#{} {}", b.file.substr(b.file.find_last_of('/') + 1), b.index, b.test_name()));
+        width = std::max(width, labels.back().size());
+    }
+    out << fmt::format("{:<{}} {:>5} {:>5} {:>9} {:>4} {:>12} {:>12} {:>8}\n", "result", width, "ub", "b", "ctk/ctv", "fa", "measured ms",
+                       "predicted ms", "error");
+    std::vector<double> errs;
+    for (size_t i = 0; i < r.points.size(); ++i) {
+        const auto & p = r.points[i];
+        const auto & b = p.bench;
+        out << fmt::format("{:<{}} {:>5} {:>5} {:>9} {:>4} {:>12.3f} {:>12.3f} {:>+7.1f}%\n", labels[i], width, b.n_ubatch, b.n_batch,
+                           b.type_k + "/" + b.type_v, fa_name(b.flash_attn), b.avg_s * 1e3, p.predicted_s * 1e3, p.error() * 100);
         errs.push_back(std::abs(p.error()));
     }
     out << fmt::format("{} results: |error| median {:.1f}%, p90 {:.1f}%, max {:.1f}%\n", errs.size(), percentile(errs, 0.5) * 100,
