@@ -91,6 +91,28 @@ TEST_CASE("replay_outputs: files with kvsim's names are removed only from a dire
     CHECK_FALSE(fs::exists(o.out_dir + "/steps.csv"));
     write_text(o.out_dir + "/summary.json", "[[[[");   // not JSON
     CHECK_FALSE(holds_kvsim_summary(o.out_dir));
+    // a second hostile-input pass: another tool's name that starts with kvsim, and a link to a real run's
+    // summary.json (which made a fresh directory look like a run's) are no mark
+    write_text(o.out_dir + "/summary.json", R"({"tool": "kvsimXYZ"})");
+    CHECK_FALSE(holds_kvsim_summary(o.out_dir));
+    fs::create_directories(d / "run");
+    write_text(d / "run/summary.json", R"({"tool": "kvsim 0.1.0"})");
+    CHECK(holds_kvsim_summary(d / "run"));
+    fs::remove(o.out_dir + "/summary.json");
+    fs::create_symlink(d / "run/summary.json", o.out_dir + "/summary.json");
+    CHECK_FALSE(holds_kvsim_summary(o.out_dir));
+}
+
+TEST_CASE("replay_outputs: a symbolic-link loop on an output path is a usage error (exit 2), not a filesystem_error") {
+    scratch_dir d("outputs_loop");
+    fs::create_symlink(d / "b", d / "a");
+    fs::create_symlink(d / "a", d / "b");
+    replay_options o;
+    o.out_dir = d / "a";
+    CHECK_THROWS_WITH_AS(check_paths(o, true), doctest::Contains("symbolic links"), usage_error);
+    o.out_dir.clear();
+    o.dump_cells = d / "a";
+    CHECK_THROWS_AS(check_paths(o, true), usage_error);
 }
 
 TEST_CASE("replay_outputs: without commit the temporaries and the created directories go, the previous files stay") {

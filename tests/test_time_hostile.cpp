@@ -196,6 +196,25 @@ TEST_CASE("llama-bench files and device profiles: deep nesting, endless devices 
     r = run_kvsim(std::string("calibrate /dev/zero --model llama-3.2-1b"));
     CHECK(r.rc == 2);
     CHECK(lines_of(r.err).size() == 1);
+
+    // parsing stops at level 65 (a 64 MiB file of '[' took 5 GB and 40 s), and a long value is cut in the message
+    std::ofstream(dir / "open.json") << std::string(100000, '[');
+    CHECK(bench_error(dir / "open.json").find("nested deeper than 64 levels") != std::string::npos);
+    auto e = json::parse(read_text(k_data));
+    e[0]["model_type"] = std::string(100000, 'x');
+    std::ofstream(dir / "long.json") << e.dump();
+    r = run_kvsim("calibrate " + (dir / "long.json") + " --model llama-3.2-1b");
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.find("field model_type") != std::string::npos, r.err.substr(0, 300));
+    CHECK(r.err.size() < 600);
+    std::ofstream(dir / "deep_p.json") << std::string(100000, '[');
+    r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 --device " + (dir / "deep_p.json"));
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("nested deeper than 64 levels") != std::string::npos);
+    fs::create_symlink(dir / "loop_b", dir / "loop_a");
+    fs::create_symlink(dir / "loop_a", dir / "loop_b");
+    r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 --device " + (dir / "loop_a"));
+    CHECK(r.rc == 2);
 }
 
 TEST_CASE("kvsim replay --n-swa past INT32_MAX and kvbench --repeats past 10^6 are refused before any work") {

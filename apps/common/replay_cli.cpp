@@ -53,7 +53,11 @@ device_profile resolve_device(const std::string & name, int threads) {
     const auto names = device_preset_names();
     if (std::find(names.begin(), names.end(), name) != names.end()) return device_preset(name);
     if (name == "host") return host_device(threads);
-    if (std::filesystem::is_regular_file(name)) {
+    // any path that is not a directory: a pipe (`<(cat p.json)`) too; read_small_file caps a device's endless
+    // content. error_code form: a symbolic-link loop is the usage error below, not a filesystem_error (exit 1).
+    std::error_code ec;
+    const auto st = std::filesystem::status(name, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_directory(st)) {
         device_profile d = load_device_profile(name);
         if (d.source == "datasheet") d.source = "file";
         return d;

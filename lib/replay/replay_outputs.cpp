@@ -1,6 +1,7 @@
 #include "replay/replay_outputs.h"
 
 #include "core/errors.h"
+#include "util/json_read.h"
 #include "util/read_file.h"
 
 #include <nlohmann/json.hpp>
@@ -13,10 +14,13 @@ namespace kvsim {
 bool holds_kvsim_summary(const std::string & out_dir) {
     const std::string path = out_dir + "/summary.json";
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) return false;
+    // a file of its own, not a link: a link to another run's summary.json made a fresh directory look like a run's
+    if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(path, ec))) return false;
     try {
-        const nlohmann::json j = nlohmann::json::parse(read_small_file(path, "summary.json"));
-        return j.is_object() && j.contains("tool") && j["tool"].is_string() && j["tool"].get<std::string>().rfind("kvsim", 0) == 0;
+        const nlohmann::json j = parse_json_bounded(read_small_file(path, "summary.json"));
+        if (!j.is_object() || !j.contains("tool") || !j["tool"].is_string()) return false;
+        const std::string tool = j["tool"].get<std::string>();
+        return tool == "kvsim" || tool.rfind("kvsim ", 0) == 0;   // "kvsim 0.1.0", not "kvsimXYZ"
     } catch (const std::exception &) {   // unreadable or not JSON: not a summary kvsim wrote
         return false;
     }
@@ -31,7 +35,12 @@ void check_paths(const replay_options & o, bool is_request_trace) {
         if (!p->empty()) paths.push_back(*p);
     }
     if (!o.out_dir.empty()) {
-        if (std::filesystem::exists(o.out_dir) && !std::filesystem::is_directory(o.out_dir)) {
+        // error_code forms: a symbolic-link loop on the way is the user's path to fix (exit 2), not a
+        // filesystem_error (exit 1)
+        std::error_code sec;
+        const auto st = std::filesystem::status(o.out_dir, sec);
+        if (sec && sec != std::errc::no_such_file_or_directory && sec != std::errc::not_a_directory) throw usage_error("--out " + o.out_dir + ": " + sec.message());
+        if (std::filesystem::exists(st) && !std::filesystem::is_directory(st)) {
             throw usage_error("--out " + o.out_dir + " exists and is not a directory");
         }
         // A dangling link: create_directories would fail late with "File exists" (exit 1).
@@ -51,7 +60,10 @@ void check_paths(const replay_options & o, bool is_request_trace) {
         std::filesystem::path canon = std::filesystem::weakly_canonical(abs, ec);
         if (ec) canon = abs;
         const std::string key = canon.lexically_normal().string();
-        if (std::filesystem::is_directory(p)) throw usage_error("output path " + p + " is a directory");
+        std::error_code pec;
+        const auto pst = std::filesystem::status(p, pec);
+        if (pec && pec != std::errc::no_such_file_or_directory && pec != std::errc::not_a_directory) throw usage_error("output path " + p + ": " + pec.message());
+        if (std::filesystem::is_directory(pst)) throw usage_error("output path " + p + " is a directory");
         // The rename would replace the trace with the output (the input lost): by name, link or hard link.
         std::error_code eq;
         if (!o.trace.empty() && std::filesystem::equivalent(p, o.trace, eq) && !eq) {

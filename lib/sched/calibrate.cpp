@@ -20,8 +20,9 @@ namespace kvsim {
 namespace {
 using json = nlohmann::json;
 
+// The value is cut to 80 bytes: a hostile model_type of 30 MB was one 30 MB error line.
 [[noreturn]] void bad_field(const std::string & file, size_t index, const char * field, const std::string & value, const std::string & why) {
-    throw input_error(file, 0, value, fmt::format("entry {}: field {} {}", index, field, why));
+    throw input_error(file, 0, value.size() > 80 ? value.substr(0, 77) + "..." : value, fmt::format("entry {}: field {} {}", index, field, why));
 }
 
 const json & field(const json & o, const std::string & file, size_t index, const char * name) {
@@ -91,7 +92,8 @@ context_params bench_context(const bench_point & p) {
         cp.type_k = parse_ggml_type(p.type_k);
         cp.type_v = parse_ggml_type(p.type_v);
     } catch (const std::invalid_argument & e) {
-        bad_field(p.file, p.index, "type_k", p.type_k + "/" + p.type_v, std::string("names a cache type kvsim does not model: ") + e.what());
+        // not e.what(): it repeats the value unescaped (control bytes reached the terminal)
+        bad_field(p.file, p.index, "type_k", p.type_k + "/" + p.type_v, "names a cache type kvsim does not model (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl)");
     }
     cp.flash_attn = p.flash_attn != 0;
     return cp;
@@ -128,7 +130,9 @@ std::vector<bench_point> read_llama_bench(const std::string & path) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw input_error(path, 0, "", "is empty (no llama-bench results)");
     json j;
     try {
-        j = json::parse(text);
+        j = parse_json_bounded(text);
+    } catch (const json_too_deep & e) {
+        throw input_error(path, 0, "", fmt::format("not a llama-bench result: {}", e.what()));
     } catch (const json::out_of_range & e) {   // a number like 1e400
         throw input_error(path, 0, "", fmt::format("not a llama-bench result: {}", e.what()));
     } catch (const json::parse_error & e) {
@@ -141,7 +145,9 @@ std::vector<bench_point> read_llama_bench(const std::string & path) {
             ++n;
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
             try {
-                j.push_back(json::parse(line));
+                j.push_back(parse_json_bounded(line));
+            } catch (const json_too_deep & le) {
+                throw input_error(path, n, "", fmt::format("not a llama-bench result: {}", le.what()));
             } catch (const json::exception & le) {   // parse_error, or out_of_range for a number like 1e400
                 // earlier lines parsed: a JSONL file with one bad line, so name that line
                 if (!j.empty()) throw input_error(path, n, line.substr(0, 40), fmt::format("not JSON (llama-bench -o jsonl): {}", le.what()));

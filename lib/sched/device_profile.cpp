@@ -158,7 +158,9 @@ device_profile load_device_profile(const std::string & path) {
     const std::string text = read_small_file(path, "device profile");
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(text);
+        j = parse_json_bounded(text);
+    } catch (const json_too_deep & e) {
+        throw input_error(path, 0, "", fmt::format("not a device profile: {}", e.what()));
     } catch (const nlohmann::json::exception & e) {   // parse_error, or out_of_range for a number like 1e400
         throw input_error(path, 0, "", fmt::format("not JSON ({})", e.what()));
     }

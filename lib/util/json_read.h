@@ -27,12 +27,30 @@ inline bool nests_within(const nlohmann::json & v, int levels) {
 }
 }  // namespace json_read_detail
 
-// v as JSON text for an error message. nlohmann's dump() recurses once per nesting level, and a line of
-// 100,000 '[' (well inside a trace's 1 MiB line limit) overflows the stack there: a value nested deeper than
-// 64 levels is described instead of written out.
+// v as JSON text for an error message, at most 80 bytes (a longer text is cut, "..." appended). nlohmann's dump()
+// recurses once per nesting level, and a line of 100,000 '[' (well inside a trace's 1 MiB line limit) overflows
+// the stack there: a value nested deeper than 64 levels is described instead of written out.
 inline std::string json_text(const nlohmann::json & v) {
     if (!json_read_detail::nests_within(v, 64)) return v.is_array() ? "[an array nested over 64 levels deep]" : "{an object nested over 64 levels deep}";
-    return v.dump();
+    std::string s = v.dump();
+    if (s.size() > 80) s = s.substr(0, 77) + "...";
+    return s;
+}
+
+// Thrown by parse_json_bounded for a document nested deeper than its limit.
+class json_too_deep : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+// nlohmann::json::parse(text), stopped as soon as the parser opens level max_depth + 1: the parser keeps about
+// 75 bytes per open level, so a 64 MiB file of '[' took 5 GB and 40 s before it failed. Throws json_too_deep
+// for that, and what nlohmann::json::parse throws (parse_error, out_of_range for 1e400) otherwise.
+inline nlohmann::json parse_json_bounded(const std::string & text, int max_depth = 64) {
+    return nlohmann::json::parse(text, [max_depth](int depth, nlohmann::json::parse_event_t, nlohmann::json &) {
+        if (depth > max_depth) throw json_too_deep("nested deeper than " + std::to_string(max_depth) + " levels");
+        return true;
+    });
 }
 
 namespace json_read_detail {
