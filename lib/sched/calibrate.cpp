@@ -22,7 +22,7 @@ using json = nlohmann::json;
 
 // The value is cut to 80 bytes: a hostile model_type of 30 MB was one 30 MB error line.
 [[noreturn]] void bad_field(const std::string & file, size_t index, const char * field, const std::string & value, const std::string & why) {
-    throw input_error(file, 0, value.size() > 80 ? value.substr(0, 77) + "..." : value, fmt::format("entry {}: field {} {}", index, field, why));
+    throw input_error(file, 0, cut_text(value), fmt::format("entry {}: field {} {}", index, field, why));
 }
 
 const json & field(const json & o, const std::string & file, size_t index, const char * name) {
@@ -131,10 +131,6 @@ std::vector<bench_point> read_llama_bench(const std::string & path) {
     json j;
     try {
         j = parse_json_bounded(text);
-    } catch (const json_too_deep & e) {
-        throw input_error(path, 0, "", fmt::format("not a llama-bench result: {}", e.what()));
-    } catch (const json::out_of_range & e) {   // a number like 1e400
-        throw input_error(path, 0, "", fmt::format("not a llama-bench result: {}", e.what()));
     } catch (const json::parse_error & e) {
         // -o jsonl: one object per line
         j = json::array();
@@ -154,6 +150,8 @@ std::vector<bench_point> read_llama_bench(const std::string & path) {
                 throw input_error(path, 0, "", fmt::format("not JSON (llama-bench -o json or -o jsonl): {}", e.what()));
             }
         }
+    } catch (const std::exception & e) {   // json_too_deep, or out_of_range for a number like 1e400
+        throw input_error(path, 0, "", fmt::format("not a llama-bench result: {}", e.what()));
     }
     if (!j.is_array()) throw input_error(path, 0, "", "not a llama-bench result: expected a JSON array of objects (llama-bench -o json)");
     if (j.empty()) throw input_error(path, 0, "", "holds no llama-bench results (an empty array)");

@@ -15,6 +15,12 @@
 
 namespace kvsim {
 
+// s cut to at most max_bytes, "..." ending a cut text: a value quoted in an error stays one readable line.
+inline std::string cut_text(std::string s, size_t max_bytes = 80) {
+    if (s.size() > max_bytes) s = s.substr(0, max_bytes - 3) + "...";
+    return s;
+}
+
 namespace json_read_detail {
 // True when v nests no deeper than `levels` arrays or objects. Stops at that depth, so the recursion is bounded.
 inline bool nests_within(const nlohmann::json & v, int levels) {
@@ -32,9 +38,7 @@ inline bool nests_within(const nlohmann::json & v, int levels) {
 // the stack there: a value nested deeper than 64 levels is described instead of written out.
 inline std::string json_text(const nlohmann::json & v) {
     if (!json_read_detail::nests_within(v, 64)) return v.is_array() ? "[an array nested over 64 levels deep]" : "{an object nested over 64 levels deep}";
-    std::string s = v.dump();
-    if (s.size() > 80) s = s.substr(0, 77) + "...";
-    return s;
+    return cut_text(v.dump());
 }
 
 // Thrown by parse_json_bounded for a document nested deeper than its limit.
@@ -55,8 +59,7 @@ inline nlohmann::json parse_json_bounded(const std::string & text, int max_depth
 
 namespace json_read_detail {
 [[noreturn]] inline void bad(const std::string & name, const nlohmann::json & v, const char * want) {
-    std::string s = json_text(v);
-    if (s.size() > 40) s = s.substr(0, 37) + "...";
+    const std::string s = cut_text(json_text(v), 40);
     throw std::runtime_error(name + " is " + s + "; expected " + want);
 }
 }  // namespace json_read_detail
