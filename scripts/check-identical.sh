@@ -2,8 +2,8 @@
 # The byte-identical check for refactors: runs a candidate kvsim and a baseline kvsim on the main job
 # (the bundled Azure trace, bookkeeping only) and on every server golden scenario (tests/server_golden,
 # with --emit-ops and every report), and compares every output file byte for byte. summary.json is
-# compared after dropping the fields that measure this run's wall time (keys ending in "wall_s",
-# "_wall", "elapsed_s", or named "started"/"finished"), which differ between any two runs.
+# compared after dropping the fields that measure this run's wall time (keys containing "wall" or
+# ending in "_per_second", "elapsed_s"), which differ between any two runs.
 #
 # Usage: scripts/check-identical.sh NEW_KVSIM BASE_DIR
 #   BASE_DIR/kvsim is the baseline binary; its outputs are cached in BASE_DIR/out (made on first use).
@@ -38,11 +38,12 @@ run_all() {  # BIN OUTDIR EXTRA_FLAGS
 normalise() {  # summary.json without wall-time fields, keys sorted
   python3 - "$1" <<'PY'
 import json, sys
-drop = ("wall_s", "_wall", "elapsed_s")
+def timing(k):
+    return "wall" in k or k.endswith(("_per_second", "elapsed_s"))
 def clean(v):
     if isinstance(v, dict):
         return {k: clean(x) for k, x in v.items()
-                if not (k.endswith(drop) or k in ("started", "finished"))}
+                if not timing(k)}
     if isinstance(v, list):
         return [clean(x) for x in v]
     return v
