@@ -7,6 +7,7 @@
 #include "replay/replay_outputs.h"
 #include "report/dump_cells.h"
 #include "report/occupancy.h"
+#include "sched/weight_types.h"
 #include "trace/op_trace.h"
 #include "trace/text_lines.h"
 #include "core/errors.h"
@@ -24,6 +25,29 @@ std::string context_line(const context & ctx) {
     return fmt::format("n_ctx {}, n_ctx_seq {}, {} seq(s), {} stream(s), n_batch {}, n_ubatch {}{}", s.n_ctx, s.n_ctx_seq,
                        ctx.params().n_seq_max, s.n_stream, s.n_batch, s.n_ubatch,
                        s.swa_size ? fmt::format(", SWA cache {} cells", s.swa_size) : "");
+}
+
+memory_breakdown replay_memory(const replay_options & opt, const context & ctx, bool request_trace) {
+    const double weights = model_weight_bytes(opt.model, opt.weights ? *opt.weights : parse_weight_file_type("f16")).file_bytes();
+    return compute_memory_breakdown(opt.model, ctx.params(), ctx.sizes(), weights,
+                                    request_trace ? opt.server.cache_ram_mib : 0);
+}
+
+std::string memory_line(const memory_breakdown & b) {
+    const double gib = 1024.0 * 1024.0 * 1024.0, mib = 1024.0 * 1024.0;
+    const std::string compute = b.compute ? fmt::format("{:.2f}", (double) b.compute / gib) : "? (shape without n_embd)";
+    const std::string ram = b.cache_ram < 0    ? "no limit"
+                            : b.cache_ram == 0 ? "off"
+                                               : fmt::format("up to {:.0f} MiB", (double) b.cache_ram / mib);
+    return fmt::format("device {:.2f} GiB = weights {:.2f} + K/V {:.2f} + compute {}; host: logits {:.2f} MiB, "
+                       "RAM prompt cache {}",
+                       (double) b.device() / gib, (double) b.model / gib, (double) b.context / gib, compute,
+                       (double) b.output / mib, ram);
+}
+
+nlohmann::json memory_json(const memory_breakdown & b) {
+    return {{"device_bytes", b.device()}, {"model_bytes", b.model}, {"context_bytes", b.context},
+            {"compute_bytes", b.compute}, {"output_bytes", b.output}, {"cache_ram_bytes", b.cache_ram}};
 }
 
 namespace {
@@ -113,6 +137,7 @@ void replay_with(const replay_options & opt, replay_driver & d, std::ostream & t
     json & j = rep.summary;
     j["tool"] = "kvsim 0.1.0";
     j["config"] = config_json(opt, ctx);
+    j["memory"] = memory_json(replay_memory(opt, ctx, d.is_request_trace()));
     j["peaks"] = peaks_json(occ);
     j["wall_seconds"] = wall;
     finish_hooks(hooks, out, j, rep.rows);

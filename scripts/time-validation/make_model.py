@@ -19,7 +19,13 @@ token_embd as the output projection, as in the real files):
   qwen2.5-0.5b   qwen2, 24 layers, n_embd 896, 14 heads, 2 KV heads, head_dim 64,
                  ffn 4864, vocab 151936, q/k/v biases, rope base 1000000, n_ctx_train 32768
 
-usage: make_model.py OUT.gguf --preset llama-3.2-1b|qwen2.5-0.5b [--seed 1]
+  llama-3.1-8b   llama, 32 layers, n_embd 4096, 32 heads, 8 KV heads, head_dim 128,
+                 ffn 14336, vocab 128256, rope base 500000, n_ctx_train 131072, untied output
+
+--sparse writes the header and leaves the tensor data a hole of the right size (no disk, a second):
+for llama.cpp's no_alloc loads, which only read the metadata (scripts/memory-probe).
+
+usage: make_model.py OUT.gguf --preset llama-3.2-1b|qwen2.5-0.5b|llama-3.1-8b [--seed 1] [--sparse]
 """
 import argparse
 import random
@@ -36,6 +42,9 @@ PRESETS = {
                          n_ff=8192, n_vocab=128256, rope_base=500000.0, ctx=131072, eps=1e-5, qkv_bias=False),
     "qwen2.5-0.5b": dict(arch="qwen2", n_layer=24, n_embd=896, n_head=14, n_head_kv=2, head_dim=64,
                          n_ff=4864, n_vocab=151936, rope_base=1000000.0, ctx=32768, eps=1e-6, qkv_bias=True),
+    "llama-3.1-8b": dict(arch="llama", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128,
+                         n_ff=14336, n_vocab=128256, rope_base=500000.0, ctx=131072, eps=1e-5, qkv_bias=False,
+                         untied=True),
 }
 
 
@@ -81,6 +90,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--preset", required=True, choices=sorted(PRESETS))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--sparse", action="store_true", help="tensor data left a hole (metadata-only loads)")
     a = ap.parse_args()
     p = PRESETS[a.preset]
     arch, E, L, F, V = p["arch"], p["n_embd"], p["n_layer"], p["n_ff"], p["n_vocab"]
@@ -117,6 +127,8 @@ def main():
 
     # (name, dims in ggml order ne0.., type, kind): 'w' random F16, 'one' F32 ones, 'zero' F32 zeros
     tensors = [("token_embd.weight", [E, V], GGML_F16, "w"), ("output_norm.weight", [E], GGML_F32, "one")]
+    if p.get("untied"):
+        tensors.append(("output.weight", [E, V], GGML_F16, "w"))
     for i in range(L):
         b = "blk.%d." % i
         tensors += [
@@ -135,9 +147,6 @@ def main():
                         (b + "attn_k.bias", [nkv * hd], GGML_F32, "zero"),
                         (b + "attn_v.bias", [nkv * hd], GGML_F32, "zero")]
 
-    pool = struct.pack("<%de" % POOL, *[rng.gauss(0.0, 0.02) for _ in range(POOL)])
-    pool2 = pool + pool  # any POOL-long window starting below POOL
-
     def nbytes(dims, t):
         n = 1
         for d in dims:
@@ -155,7 +164,22 @@ def main():
     head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
     head += b"".join(kv_bytes(k, t, v) for k, t, v in kvs) + infos
     head += b"\0" * pad(len(head))
-    with open(a.out, "wb") as f:
+    if a.sparse:
+        with open(a.out, "wb") as f:
+            f.write(head)
+            f.truncate(len(head) + off)
+    else:
+        write_data(a.out, head, layout, rng)
+    n_params = sum(n // (2 if t == GGML_F16 else 4) for n, t, _, _ in layout)
+    print("wrote %s: %s (%s) %d tensors, %.3f G params, %.2f GiB%s" % (
+        a.out, a.preset, arch, len(tensors), n_params / 1e9, (len(head) + off) / 2**30, " (sparse)" if a.sparse else ""))
+
+
+def write_data(out, head, layout, rng):
+    """The header, then each tensor: F16 windows of one random pool, F32 ones or zeros."""
+    pool = struct.pack("<%de" % POOL, *[rng.gauss(0.0, 0.02) for _ in range(POOL)])
+    pool2 = pool + pool  # any POOL-long window starting below POOL
+    with open(out, "wb") as f:
         f.write(head)
         for n, t, kind, dims in layout:
             if kind == "w":
@@ -168,9 +192,6 @@ def main():
             else:
                 f.write(struct.pack("<%df" % (n // 4), *([1.0 if kind == "one" else 0.0] * (n // 4))))
             f.write(b"\0" * pad(n))
-    n_params = sum(n // (2 if t == GGML_F16 else 4) for n, t, _, _ in layout)
-    print("wrote %s: %s (%s) %d tensors, %.3f G params, %.2f GiB" % (
-        a.out, a.preset, arch, len(tensors), n_params / 1e9, (len(head) + off) / 2**30))
 
 
 if __name__ == "__main__":
