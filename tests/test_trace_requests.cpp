@@ -6,6 +6,7 @@
 
 #include "test_skip.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -126,6 +127,30 @@ TEST_CASE("Mooncake sample: exact values and shared prefixes") {
     CHECK(t.requests[7].arrival_s == 60.0);
     CHECK(sum_prompt(t) == 9786);
     CHECK(sum_gen(t) == 1014);
+}
+
+TEST_CASE("rate scale: arrivals divided by the scale, order and lengths kept") {
+    const std::string path = scratch("rate.jsonl", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [0]}\n"
+                                                   "{\"timestamp\": 1000, \"input_length\": 20, \"output_length\": 4, \"hash_ids\": [1]}\n"
+                                                   "{\"timestamp\": 1000, \"input_length\": 30, \"output_length\": 5, \"hash_ids\": [2]}\n"
+                                                   "{\"timestamp\": 5000, \"input_length\": 40, \"output_length\": 6, \"hash_ids\": [3]}\n");
+    request_trace fast = read_request_trace(path);
+    scale_arrival_rate(fast, 2.0);
+    REQUIRE(fast.requests.size() == 4);
+    CHECK(fast.requests[0].arrival_s == 0.0);
+    CHECK(fast.requests[1].arrival_s == 0.5);
+    CHECK(fast.requests[2].arrival_s == 0.5);
+    CHECK(fast.requests[3].arrival_s == 2.5);
+    CHECK(fast.requests[3].n_prompt == 40);
+    CHECK(fast.requests[3].n_gen == 6);
+    request_trace slow = read_request_trace(path);
+    scale_arrival_rate(slow, 0.25);
+    CHECK(slow.requests[1].arrival_s == 4.0);
+    CHECK(slow.requests[3].arrival_s == 20.0);
+    for (double bad : {0.0, -1.0, std::nan(""), HUGE_VAL}) {
+        CHECK_THROWS_AS(scale_arrival_rate(slow, bad), usage_error);
+    }
+    CHECK(slow.requests[3].arrival_s == 20.0);   // a refused scale changes nothing
 }
 
 TEST_CASE("Mooncake conversation trace (../shared, when present)") {

@@ -148,6 +148,10 @@ void replay_cli::add_to(CLI::App & cmd) {
     request_only.push_back(cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)"));
     cmd.add_option("--occupancy-every", o.occupancy_every, "occupancy.csv: one row every N ubatches (0 = auto, about 20k rows)");
     request_only.push_back(cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)"));
+    request_only.push_back(cmd.add_option("--rate-scale", o.rate_scale,
+                                          "Replay the trace's arrivals X times as fast (2 = twice the request rate, 0.5 = "
+                                          "half), keeping their order and shape; with --arrivals trace")
+                               ->capture_default_str());
     cmd.add_option("--backend", o.kernels.backend, "Attention kernels: auto (cuda if built and a GPU is present, else cpu), cpu, cuda, none")
         ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
         ->capture_default_str();

@@ -41,6 +41,7 @@ struct replay_options {
     const weight_file_type * weights = nullptr;      // --weights: GGUF file type of the model; nullptr = f16
     uint64_t occupancy_every = 0;       // occupancy.csv row every N ubatches; 0 = auto
     size_t limit = 0;                   // replay only the first N requests (0 = all)
+    double rate_scale = 1.0;            // request traces: arrivals at arrival_s / rate_scale (trace/request_trace.h)
     kernel_options kernels;
     bool quiet = false;                 // no terminal summary
     std::optional<bool> progress;       // unset = only when stderr is a terminal

@@ -10,6 +10,7 @@
 #include "sched/server_sim.h"
 #include "trace/op_trace.h"
 #include "trace/request_trace.h"
+#include "core/errors.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -92,6 +93,7 @@ terminal_rows request_terminal_rows(const replay_options & opt, const context & 
     return {
         {"context", context_line(ctx)},
         {"KV memory", mib(compute_kv_bytes(ctx.model(), ctx.params(), ctx.sizes()).total())},
+        {"memory", memory_line(replay_memory(opt, ctx, true))},
         {"outcomes", fmt::format("{} done, {} truncated, {} failed", oc["done"].get<uint64_t>(), oc["truncated"].get<uint64_t>(),
                                  oc["failed"].get<uint64_t>())},
         {"tokens decoded", fmt::format("{} prompt + {} generated", totals["prompt_tokens_decoded"].get<uint64_t>(),
@@ -122,6 +124,11 @@ request_trace read_trace(const replay_options & opt) {
     if (opt.format != "auto") fmt_opt = parse_request_format(opt.format);
     request_trace t = read_request_trace(opt.trace, fmt_opt);
     if (opt.limit && t.requests.size() > opt.limit) t.requests.resize(opt.limit);
+    if (opt.rate_scale != 1.0 && opt.server.arrivals == arrival_mode::saturate) {
+        throw usage_error(fmt::format("--rate-scale {}: with --arrivals saturate requests are admitted as soon as a slot frees, "
+                                      "whatever their arrival times", opt.rate_scale));
+    }
+    scale_arrival_rate(t, opt.rate_scale);
     return t;
 }
 

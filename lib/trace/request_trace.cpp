@@ -343,4 +343,11 @@ request_trace read_request_trace(const std::string & path, std::optional<request
     return t;
 }
 
+void scale_arrival_rate(request_trace & t, double rate_scale) {
+    if (!std::isfinite(rate_scale) || rate_scale <= 0) {
+        throw usage_error(fmt::format("rate_scale must be a finite number > 0 (2 = twice the trace's request rate), got {}", rate_scale));
+    }
+    for (request & r : t.requests) r.arrival_s /= rate_scale;
+}
+
 }  // namespace kvsim

@@ -56,6 +56,13 @@ const char * request_format_name(request_format f);
 // point, no time zones (the trace has none).
 std::optional<int64_t> parse_azure_timestamp_ns(const std::string & text);
 
+// Replays the trace's load `rate_scale` times as fast: every arrival_s becomes arrival_s /
+// rate_scale (2 = twice the request rate, 0.5 = half), so order, prompt and output lengths and the
+// shape of the arrivals (bursts, gaps) stay those of the trace. The reverse of vidur's
+// TraceRequestIntervalGenerator time_scale_factor (which multiplies the intervals). Throws
+// usage_error naming rate_scale for a value that is not a finite number > 0.
+void scale_arrival_rate(request_trace & t, double rate_scale);
+
 // Days from 1970-01-01 to the proleptic Gregorian date y-m-d (negative before 1970).
 // Algorithm: H. Hinnant, "chrono-Compatible Low-Level Date Algorithms", days_from_civil.
 int64_t days_from_civil(int64_t y, unsigned m, unsigned d);
