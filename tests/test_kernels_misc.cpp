@@ -40,9 +40,25 @@ TEST_CASE("bandwidth probe returns positive finite rates and rejects bad sizes")
     CHECK_THROWS_AS(read_probe(1 << 20, 0), std::invalid_argument);
 }
 
-TEST_CASE("K/V content is deterministic, in [-1, 1), and differs between K and V") {
-    CHECK(kv_value(0, kv_which::k, 3, 17, 2, 5) == kv_value(0, kv_which::k, 3, 17, 2, 5));
-    CHECK(kv_value(0, kv_which::k, 3, 17, 2, 5) != kv_value(0, kv_which::v, 3, 17, 2, 5));
+TEST_CASE("K/V content: pinned values, in [-1, 1), each argument changes the value") {
+    // Written down once from an independent Python implementation of the header's definition
+    // (splitmix64 as in Vigna's splitmix64.c: x += 0x9e3779b97f4a7c15, then the two xor-shift-multiply
+    // rounds; h = sm((layer << 1) | which), h = sm(h ^ seq), h = sm(h ^ pos), h = sm(h ^ (head << 32) ^ dim);
+    // value = (h >> 40) / 2^23 - 1, exact in a float). The same Python gives sm(0) = 0xe220a8397b1dcdaf, the
+    // first output of splitmix64.c seeded with 0. A kernel result recomputed in another process or on another
+    // backend relies on these values never changing.
+    // kv_value(layer, K or V, seq, pos, head, dim) == value;  comment: h >> 40
+    CHECK(kv_value(0, kv_which::k, 3, 17, 2, 5) == 0x1.66cbfcp-1f);       // 14267135
+    CHECK(kv_value(0, kv_which::v, 3, 17, 2, 5) == -0x1.45efdp-1f);       //  3048460
+    CHECK(kv_value(0, kv_which::k, 3, 18, 2, 5) == -0x1.f77b4p-4f);       //  7357478
+    CHECK(kv_value(0, kv_which::k, 3, 17, 2, 6) == 0x1.0b10dp-2f);        // 10576410
+    CHECK(kv_value(0, kv_which::k, 0, 0, 0, 0) == -0x1.7b3e3p-1f);        //  2175092
+    CHECK(kv_value(1, kv_which::v, 0, 0, 0, 0) == 0x1.58e0fp-1f);         // 14039100
+    CHECK(kv_value(5, kv_which::v, 7, 65535, 7, 127) == -0x1.dd9108p-2f); //  4476383
+    // and the other arguments: a different layer, sequence or head gives a different value
+    CHECK(kv_value(1, kv_which::k, 3, 17, 2, 5) != kv_value(0, kv_which::k, 3, 17, 2, 5));
+    CHECK(kv_value(0, kv_which::k, 4, 17, 2, 5) != kv_value(0, kv_which::k, 3, 17, 2, 5));
+    CHECK(kv_value(0, kv_which::k, 3, 17, 3, 5) != kv_value(0, kv_which::k, 3, 17, 2, 5));
     double sum = 0.0;
     for (int d = 0; d < 4096; ++d) {
         const float x = kv_value(1, kv_which::v, 0, d, 0, d);
