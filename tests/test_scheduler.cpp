@@ -104,14 +104,6 @@ struct sim_run {
 
 using rows_t = std::vector<std::tuple<int, int, int>>;
 
-// Roofline seconds of one tiny-llama ubatch (f16: 256 bytes per cell and layer, 2 layers,
-// 4 heads of 32, 0.5e6 params) on test_device, by hand from step_time_model's formula.
-double hand_roofline(double n_tokens, double n_kv, double n_stream) {
-    const double bytes = 0.5e6 * 2.0 + n_kv * n_stream * 256.0 * 2.0;
-    const double flops = 2.0 * 0.5e6 * n_tokens + 4.0 * n_tokens * n_kv * 4.0 * 32.0 * 2.0;
-    return std::max(bytes / 1e9, flops / 1e10);
-}
-
 }  // namespace
 
 TEST_CASE("admission is FIFO by arrival; idle-slot ties go to the last slot; prompts join in slot order") {
@@ -471,11 +463,18 @@ TEST_CASE("step time: roofline by hand; sim time increases every step; TTFT <= f
     SUBCASE("one request on one slot") {
         sim_run s(ctx_params(256, 1, 256), {});
         s.sim.run(trace_of({req(0, 10, 2)}));
-        // step 1: 10 tokens, n_kv 256 (padded to 256): flops 1e7 + 2621440 over 1e10 = 1.262144e-3 s
-        // (compute-bound; bytes 1e6 + 131072 over 1e9 = 1.131072e-3 s);
-        // step 2: 1 token, flops 1.262144e6 -> memory-bound 1.131072e-3 s
-        CHECK(hand_roofline(10, 256, 1) == doctest::Approx(1.262144e-3).epsilon(1e-12));
-        CHECK(hand_roofline(1, 256, 1) == doctest::Approx(1.131072e-3).epsilon(1e-12));
+        // tiny-llama (f16): 2 layers, 4 heads of 32, 2 KV heads, a custom shape whose 0.5e6 parameters are all
+        // dense weights (no output matrix);
+        // test_device: 1 GB/s, 0.01 TFLOP/s = 1e10 FLOP/s, fractions 1, no overheads.
+        //   weights:      0.5e6 params x 2 bytes                          = 1,000,000 bytes per ubatch
+        //   K/V per cell: 2 layers x (K + V) x 2 KV heads x 32 x 2 bytes  = 512 bytes
+        // step 1, the prompt: 10 tokens, n_kv 256 (10 cells padded to 256)
+        //   bytes: 1,000,000 + 256 x 512                                  = 1,131,072 -> 1.131072e-3 s at 1 GB/s
+        //   FLOPs: dense 2 x 0.5e6 x 10                                   = 10,000,000
+        //          attention 4 x 10 tokens x 256 cells x 4 heads x 32 x 2 layers = 2,621,440
+        //          12,621,440 at 1e10 FLOP/s                              = 1.262144e-3 s: compute-bound
+        // step 2, one generated token, n_kv 256: bytes 1,131,072 -> 1.131072e-3 s; FLOPs 1,000,000 +
+        //   262,144 = 1,262,144 -> 1.262144e-4 s: memory-bound, 1.131072e-3 s
         CHECK(s.r(0).first_token == doctest::Approx(1.262144e-3).epsilon(1e-12));
         CHECK(s.r(0).finish == doctest::Approx(1.262144e-3 + 1.131072e-3).epsilon(1e-12));
         CHECK(s.sim.totals().sim_seconds == s.r(0).finish);
@@ -485,8 +484,9 @@ TEST_CASE("step time: roofline by hand; sim time increases every step; TTFT <= f
         const ubatch_work w{10, 256, 1, 2, 256};
         CHECK(tm.seconds({{w}}) == doctest::Approx(1.262144e-3).epsilon(1e-12));
         CHECK(tm.seconds({{w}, {w}}) == doctest::Approx(2 * 1.262144e-3).epsilon(1e-12));
-        // one ubatch in two caches: weights 1e6 once, K/V 2 x 131072 bytes; flops 1e7 + 2 x 2621440
-        CHECK(tm.seconds({{w, w}}) == doctest::Approx(std::max((1e6 + 262144) / 1e9, (1e7 + 5242880) / 1e10)).epsilon(1e-12));
+        // one ubatch in two caches: weights 1,000,000 bytes once + K/V 2 x 131,072 = 1,262,144 bytes -> 1.262144e-3 s;
+        // FLOPs 10,000,000 + 2 x 2,621,440 = 15,242,880 -> 1.524288e-3 s: compute-bound
+        CHECK(tm.seconds({{w, w}}) == doctest::Approx(1.524288e-3).epsilon(1e-12));
         CHECK(tm.seconds({}) == 0.0);
         // h200: 1131072 bytes over 4.8e12 B/s (2.36e-7 s) vs 12621440 flops over 9.89e14 (1.28e-8 s)
         const step_time_model h200{device_preset("h200"), model_preset("tiny-llama")};
