@@ -442,6 +442,41 @@ TEST_CASE("op-trace positions past INT32_MAX are input errors naming the line") 
     CHECK_MESSAGE(r.rc == 0, r.err);
 }
 
+// The position guard moved from the op replay into the op door (drive/op_runner): these texts were
+// recorded from kvsim before the move (commit f203b56) and must not change. They name the first
+// offending cell in cell order (case 2: cell 0 holds 2147483004 after the rm freed cells 0-1), both
+// caches of an iSWA model, and a cell at INT32_MAX itself under an open end (case 6).
+TEST_CASE("op-trace position errors: the texts of the position guard, per layout") {
+    scratch_dir dir("cli_pos_texts");
+    struct bad {
+        std::string rows, flags, err;
+    };
+    const std::vector<bad> cases = {
+        {"1,decode,0,4,2147483000,,,\n2,add,0,,0,-1,1000,\n", " --model tiny-llama",
+         ".csv:3: add by 1000 moves seq 0 position 2147483000 (pending shift 0) outside the int32 range (value '1000')"},
+        {"1,decode,0,4,2147483000,,,\n2,rm,0,,2147483000,2147483002,,\n3,decode,0,2,,,,\n4,add,0,,0,-1,1000,\n", " --model tiny-llama",
+         ".csv:5: add by 1000 moves seq 0 position 2147483004 (pending shift 0) outside the int32 range (value '1000')"},
+        {"1,decode,0,4,0,,,\n2,add,0,,0,-1,2147483645,\n", " --model tiny-llama",
+         ".csv:3: add by 2147483645 moves seq 0 position 3 (pending shift 0) outside the int32 range (value '2147483645')"},
+        {"1,decode,0,2,0,,,\n2,decode,1,4,2147483000,,,\n3,add,1,,-1,-1,1000,\n", " --model tiny-llama -np 2",
+         ".csv:4: add by 1000 moves seq 1 position 2147483000 (pending shift 0) outside the int32 range (value '1000')"},
+        {"1,decode,0,20,2147483000,,,\n2,div,0,,-1,-1,2,\n3,add,0,,2147483000,-1,-5,\n4,div,0,,0,-1,3,\n5,add,0,,0,-1,2147483000,\n",
+         " --model tiny-gemma3-swa",
+         ".csv:6: add by 2147483000 moves seq 0 position 357913833 (pending shift 1789569167) outside the int32 range (value '2147483000')"},
+        {"1,decode,0,4,2147483643,,,\n2,add,0,,0,-1,1,\n3,add,0,,-1,-1,1,\n", " --model tiny-llama",
+         ".csv:4: add by 1 moves seq 0 position 2147483647 (pending shift 1) outside the int32 range (value '1')"},
+        {"1,decode,0,1,2147483646,,,\n2,decode,0,1,,,,\n", " --model tiny-llama",
+         ".csv:3: decode positions 2147483647..2147483647 run past the largest position 2147483646 (int32) (value 'decode 0:1')"},
+    };
+    for (const auto & c : cases) {
+        CAPTURE(c.rows);
+        const std::string t = write_file(dir, "t.csv", k_ops_header + c.rows);
+        const auto r = run_kvsim("replay " + t + c.flags + k_fast);
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find(c.err + "\n") != std::string::npos, r.err);
+    }
+}
+
 // --keep 2147483647: ++n_keep for the BOS token wrapped to INT32_MIN and every shift wiped the slot.
 TEST_CASE("--context-shift --keep INT32_MAX clamps like llama-server (n_ctx_slot - 4) instead of overflowing") {
     scratch_dir dir("cli_keep_max");

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace kvsim {
 
@@ -68,11 +69,22 @@ class lib_error {
 public:
     virtual ~lib_error() = default;
     virtual const char * what() const noexcept = 0;
+    // The offending value the driver quotes, when the refusal names one (a seq_add's delta);
+    // empty: the driver quotes the op itself.
+    const std::string & value() const { return value_; }
+
+protected:
+    lib_error() = default;
+    explicit lib_error(std::string value) : value_(std::move(value)) {}
+
+private:
+    std::string value_;
 };
 
 class lib_out_of_range final : public std::out_of_range, public lib_error {
 public:
     using std::out_of_range::out_of_range;
+    lib_out_of_range(const std::string & what, std::string value) : std::out_of_range(what), lib_error(std::move(value)) {}
     const char * what() const noexcept override { return std::out_of_range::what(); }
 };
 

@@ -152,8 +152,39 @@ op_group seq_group(op_kind k, llama_seq_id s, llama_pos p0, llama_pos p1, int32_
 }
 }  // namespace
 
+void op_runner::check_pos_op(op_kind k, llama_seq_id s, llama_pos p0, llama_pos p1, int32_t delta) const {
+    if (k == op_kind::div && delta <= 0) return;   // the cache refuses the divisor itself
+    constexpr llama_pos hi = std::numeric_limits<llama_pos>::max();
+    constexpr int64_t lo = std::numeric_limits<llama_pos>::min();
+    for (const kv_cache * c : ctx_.memory().caches()) {
+        if (s < 0 || (uint32_t) s >= c->n_seq_ids()) return;   // the cache refuses the seq id itself
+        const kv_cells & cells = c->cells(c->seq_to_stream(s));
+        // the cells the op moves (kv_cache::seq_add / seq_div: a negative bound is open), and with an
+        // open end also a cell at INT32_MAX itself, which the cache's range stops before (the guard
+        // has always refused an op over it; only an earlier seq_add can have put it there, so the
+        // scan that finds it is rare); of those out of range, the first in cell order is named
+        std::vector<uint32_t> moved = cells.seq_cells(s, p0 < 0 ? 0 : p0, p1 < 0 ? hi : p1);
+        if (p1 < 0 && cells.seq_pos_max(s) == hi) {
+            for (uint32_t i = 0; i < cells.size(); ++i) {
+                if (!cells.is_empty(i) && cells.seq_has(i, s) && cells.pos_get(i) == hi) moved.push_back(i);
+            }
+        }
+        uint32_t bad = cells.size();
+        for (uint32_t i : moved) {
+            const kv_cells::pos_shift r = k == op_kind::add ? cells.pos_add_result(i, delta) : cells.pos_div_result(i, delta);
+            if ((r.pos > hi || r.shift < lo || r.shift > hi) && i < bad) bad = i;
+        }
+        if (bad != cells.size()) {
+            throw lib_out_of_range(fmt::format("{} by {} moves seq {} position {} (pending shift {}) outside the int32 range",
+                                               op_kind_name(k), delta, s, cells.pos_get(bad), cells.get_shift(bad)),
+                                   std::to_string(delta));
+        }
+    }
+}
+
 bool op_runner::seq_op(op_kind k, llama_seq_id s, llama_pos p0, llama_pos p1, int32_t delta, llama_seq_id dst, long line) {
     kv_memory & mem = ctx_.memory();
+    if (k == op_kind::add || k == op_kind::div) check_pos_op(k, s, p0, p1, delta);
     bool ok = true;
     switch (k) {
         case op_kind::rm: ok = mem.seq_rm(s, p0, p1); break;

@@ -80,11 +80,14 @@ public:
     // (make_decode_batch), a sequence op one llama_memory_seq_* call (llama.cpp's memory API).
     // Returns the decode_rc of a decode, 0 for a sequence op. Throws lib_error (core/errors.h) as
     // the cache does (a seq id it cannot hold, a partial cross-stream seq_cp, a divisor <= 0) and
-    // for decode positions past int32; callers check n_batch first (context::decode throws
-    // usage_error past it).
+    // where llama_pos (int32) would overflow: decode positions past INT32_MAX (make_decode_batch),
+    // a seq_add / seq_div that would move a position or pending shift out of int32 (the position
+    // guard: nothing is changed then; value() is the delta). Callers check n_batch first
+    // (context::decode throws usage_error past it).
     int run(const op_group & g);
 
-    // The scheduler's calls (lib/sched/server_sim.cpp), each one op through the same door.
+    // The scheduler's and the benchmarks' calls, each one op through the same door (seq_add and
+    // seq_div behind the same position guard as run()).
     // llama_decode; `line` tags the op (request trace line, or a running op number); `label`
     // names the call in a recorded trace (default "d<n>", n = decode calls so far).
     int decode(const llama_batch_in & batch, long line, const std::string & label = {});
@@ -112,6 +115,9 @@ public:
 
 private:
     class forwarder;
+    // The position guard of seq_add / seq_div: lib_out_of_range when a cell the op moves would get a
+    // position past INT32_MAX or a pending shift outside int32 (kv_cells::pos_add_result, pos_div_result).
+    void check_pos_op(op_kind k, llama_seq_id s, llama_pos p0, llama_pos p1, int32_t delta) const;
     // One llama_memory_seq_* call (the fields a kind does not use are ignored); false when seq_rm refused.
     bool seq_op(op_kind k, llama_seq_id s, llama_pos p0, llama_pos p1, int32_t delta, llama_seq_id dst, long line);
     void after_op(const op_group & g, int rc);
@@ -122,6 +128,21 @@ private:
     std::unique_ptr<op_recorder> recorder_;
     long line_ = 0;
     uint64_t n_decode_ = 0;
+};
+
+// Installs a decode observer on an op_runner for a scope and puts the previous one back when the
+// scope ends, also when an exception leaves it (the scheduler chains its step-time observer in
+// front of the caller's; the observer must outlive the scope).
+class scoped_decode_observer {
+public:
+    scoped_decode_observer(op_runner & run, decode_observer * obs) : run_(run), prev_(run.observer()) { run.set_observer(obs); }
+    ~scoped_decode_observer() { run_.set_observer(prev_); }
+    scoped_decode_observer(const scoped_decode_observer &) = delete;
+    scoped_decode_observer & operator=(const scoped_decode_observer &) = delete;
+
+private:
+    op_runner & run_;
+    decode_observer * prev_;
 };
 
 // Builds the llama_decode batch of a decode group as kvoracle's do_batch does: a row starts at

@@ -256,9 +256,10 @@ void kv_cells::pos_set(uint32_t i, llama_pos p) {
 
 bool kv_cells::pos_add(uint32_t i, llama_pos d) {
     assert(pos_[i] != -1);
+    const pos_shift r = pos_add_result(i, d);
     seq_pos_rm_cell(i);
-    pos_[i] += d;
-    set_shift(i, shift_[i] + d);
+    pos_[i] = (llama_pos) r.pos;
+    set_shift(i, (llama_pos) r.shift);
     has_shift_ = true;
     if (pos_[i] < 0) {
         seq_[i].reset();
@@ -272,11 +273,10 @@ bool kv_cells::pos_add(uint32_t i, llama_pos d) {
 }
 
 void kv_cells::pos_div(uint32_t i, int d) {
-    assert(pos_[i] != -1);
-    const llama_pos p_old = pos_[i];
+    const pos_shift r = pos_div_result(i, d);
     seq_pos_rm_cell(i);
-    pos_[i] /= d;
-    set_shift(i, shift_[i] + p_old - pos_[i]);
+    pos_[i] = (llama_pos) r.pos;
+    set_shift(i, (llama_pos) r.shift);
     seq_pos_add_cell(i);
     has_shift_ = true;
 }

@@ -112,6 +112,21 @@ public:
     bool pos_add(uint32_t i, llama_pos d);
     // pos /= d and shift += old - new: upstream's sign, opposite to pos_add's (llama_kv_cells::pos_div).
     void pos_div(uint32_t i, int d);
+    // The position and pending shift pos_add(i, d) / pos_div(i, d > 0) would leave in non-empty
+    // cell i, in 64 bits: the op door (drive/op_runner.h) refuses an op that would take one of
+    // them out of int32 instead of letting llama_pos overflow.
+    struct pos_shift {
+        int64_t pos, shift;
+    };
+    pos_shift pos_add_result(uint32_t i, llama_pos d) const {
+        assert(pos_[i] != -1);
+        return {(int64_t) pos_[i] + d, (int64_t) shift_[i] + d};
+    }
+    pos_shift pos_div_result(uint32_t i, int d) const {
+        assert(pos_[i] != -1 && d > 0);
+        const int64_t p = pos_[i] / d;
+        return {p, (int64_t) shift_[i] + (pos_[i] - p)};
+    }
 
     // Cells holding seq s with p0 <= pos < p1, in position order.
     std::vector<uint32_t> seq_cells(llama_seq_id s, llama_pos p0, llama_pos p1) const;

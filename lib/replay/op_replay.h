@@ -29,7 +29,8 @@ struct op_replay_result {
 // (lib/util/interrupt.h) is set, recording where.
 // Errors: input_error(trace path, line, value, why) for a decode group over n_batch, a seq id
 // the cache cannot hold in a sequence op, or a partial cross-stream seq_cp (llama.cpp aborts
-// on all three).
+// on all three), and for every other lib_error of the door (a position past int32: the value is
+// the seq_add / seq_div delta, else the op's text).
 op_replay_result replay_ops(const op_trace & t, context & ctx, op_observer * ops, decode_observer * obs,
                             const std::function<void(size_t, size_t)> & progress = {});
 

@@ -1,5 +1,6 @@
 #include "sched/calibrate.h"
 
+#include "drive/op_runner.h"
 #include "kv/context.h"
 #include "core/errors.h"
 #include "util/json_read.h"
@@ -99,13 +100,14 @@ context_params bench_context(const bench_point & p) {
     return cp;
 }
 
-// llama-bench test_prompt: n tokens in n_batch chunks from position pos, one sequence.
-void decode_prompt(context & ctx, uint32_t n, uint32_t n_batch, llama_pos & pos, decode_observer * obs, const bench_point & p) {
+// llama-bench test_prompt: n tokens in n_batch chunks from position pos, one sequence, through the
+// op door (each decode tagged with the result's entry number).
+void decode_prompt(op_runner & run, uint32_t n, uint32_t n_batch, llama_pos & pos, const bench_point & p) {
     for (uint32_t done = 0; done < n;) {
         const uint32_t k = std::min(n - done, n_batch);
         llama_batch_in b;
         for (uint32_t i = 0; i < k; ++i) b.add(pos++, {0});
-        if (ctx.decode(b, obs) != DECODE_OK) bad_field(p.file, p.index, "n_depth", std::to_string(p.n_depth), "does not fit the context");
+        if (run.decode(b, (long) p.index) != DECODE_OK) bad_field(p.file, p.index, "n_depth", std::to_string(p.n_depth), "does not fit the context");
         done += k;
     }
 }
@@ -201,11 +203,13 @@ void check_bench_model(const bench_point & p, const model_shape & m, const weigh
 
 std::vector<ubatch_terms> bench_point_ubatches(const bench_point & p, const step_time_model & tm) {
     context ctx(tm.model, bench_context(p));
+    op_runner run(ctx);
     ubatch_work_collector col(ctx);
     llama_pos pos = 0;
-    decode_prompt(ctx, p.n_depth, ctx.sizes().n_batch, pos, nullptr, p);   // untimed (or restored from a saved state)
-    decode_prompt(ctx, p.n_prompt, ctx.sizes().n_batch, pos, &col, p);
-    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(ctx, 1, 1, pos, &col, p);
+    decode_prompt(run, p.n_depth, ctx.sizes().n_batch, pos, p);   // untimed (or restored from a saved state)
+    const scoped_decode_observer timed(run, &col);
+    decode_prompt(run, p.n_prompt, ctx.sizes().n_batch, pos, p);
+    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, 1, pos, p);
     std::vector<ubatch_terms> v;
     for (const auto & w : col.work) v.push_back(tm.terms(w));
     return v;

@@ -531,8 +531,7 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
         results_[i].arrival = t.requests[i].arrival_s;
     }
     work_collector collector(work_, run_.ctx(), run_.observer());
-    decode_observer * user_obs = run_.observer();
-    run_.set_observer(&collector);
+    const scoped_decode_observer chained(run_, &collector);   // the caller's observer is back however run() ends
     size_t next_arrival = 0;
     std::vector<batch_tok> batch;
     while (true) {
@@ -567,7 +566,6 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
     if (ram_) totals_.ram_evictions = ram_->evictions();
     totals_.steps = clock_.step;
     totals_.sim_seconds = clock_.now;
-    run_.set_observer(user_obs);
 }
 
 }  // namespace kvsim
