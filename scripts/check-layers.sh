@@ -30,7 +30,7 @@ sched: drive trace kv model core util
 report: sched drive trace kv model core util
 replay: report sched drive trace kv model core util kernels
 timing: replay report sched drive trace kv model core util kernels
-bench: kernels kv model core util
+bench: drive trace kernels kv model core util
 apps: timing bench replay report sched drive trace kv model core util kernels cuda
 '
 

@@ -524,6 +524,28 @@ TEST_CASE("bookkeeping micro-benchmark: counters add up, same seed same trace") 
     }
 }
 
+// The counters `kvbench cache --ops 3000 -c 4096` printed before the benchmark went through the op
+// door (commit f203b56, its own decode and seq-op calls on the context): the same trace must make
+// the same calls.
+TEST_CASE("bookkeeping micro-benchmark: the counters recorded before it went through the op door") {
+    cache_bench_params p;
+    p.n_ops = 3000;
+    p.n_ctx = 4096;
+    struct expected {
+        bool unified;
+        uint64_t n_ops, n_decode, n_no_slot, n_tokens_placed;
+    };
+    for (const expected & e : {expected{true, 2980, 2409, 1, 66486}, expected{false, 3031, 2409, 56, 48406}}) {
+        CAPTURE(e.unified);
+        p.unified = e.unified;
+        const cache_bench_result r = run_cache_bench(p);
+        CHECK(r.n_ops == e.n_ops);
+        CHECK(r.n_decode == e.n_decode);
+        CHECK(r.n_no_slot == e.n_no_slot);
+        CHECK(r.n_tokens_placed == e.n_tokens_placed);
+    }
+}
+
 // ---- bad-input run 2 (docs/reliability.md): kvbench sweep/merge options and files ----
 
 namespace {

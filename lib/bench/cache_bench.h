@@ -1,6 +1,6 @@
 // kvbench cache: throughput of the KV-cache bookkeeping alone (no kernels). A seeded random op trace (decode batches
-// of mixed sizes, seq_rm/seq_cp/seq_add context shifts/seq_keep) is driven through kvsim::context::decode and the
-// memory's seq ops, as a llama-server-like client would (lib/replay/op_replay.h drives traces the same way).
+// of mixed sizes, seq_rm/seq_cp/seq_add context shifts/seq_keep) is driven through the op door (drive/op_runner.h),
+// as a llama-server-like client would (op traces and the scheduler go through the same door).
 #pragma once
 
 #include <cstdint>
