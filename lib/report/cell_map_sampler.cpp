@@ -33,11 +33,7 @@ cell_map_sampler::cell_map_sampler(const uint64_t * step, const double * sim_tim
 void cell_map_sampler::on_update(const kv_memory & mem) {
     for (const kv_cache * c : mem.caches()) {
         uint32_t n = 0;
-        for (uint32_t st = 0; st < c->get_n_stream(); ++st) {
-            const kv_cells & cells = c->cells(st);
-            if (!cells.get_has_shift()) continue;
-            for (uint32_t i = 0; i < cells.size(); ++i) n += cells.shift()[i] != 0;   // every cell (get_shift asserts a non-empty one)
-        }
+        for (uint32_t st = 0; st < c->get_n_stream(); ++st) n += c->cells(st).n_shifted();
         if (!n) continue;
         uint64_t placed = 0;
         for (const per_cache & pc : state_) placed = pc.cache == c ? pc.n : placed;
