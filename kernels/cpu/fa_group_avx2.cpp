@@ -8,13 +8,16 @@
 
 #if KVSIM_X86  // other architectures take the scalar loops (cpu_isa.h)
 
-#include <algorithm>
+#include <algorithm>  // fa_group_loops.h, included inside the target region below
 
 #include <immintrin.h>
 
+#include "cpu/fa_group.h"
 #include "quant.h"
 
 KVSIM_TARGET_BEGIN("avx2,fma,f16c")
+
+#include "cpu/fa_group_loops.h"
 
 namespace kvsim::cpu::avx2 {
 
@@ -115,58 +118,19 @@ __m256 qk_4x2_q8(const block_q8_0 * const * q, const char * const * k, int64_t n
     return reduce8(acc);
 }
 
-// Cells: listed (a token's visible cells) or the tile's 0..nt-1 (a template parameter, as in the AVX-512 loops).
-// qq: Q's q8_0 blocks for a q8_0 K (qk_4x2_q8), else null.
-template <ggml_type T, bool Listed>
-void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk, float * scores,
-        int64_t ld, prefetch_stream & pf_out, const int32_t * cells, const block_q8_0 * const * qq) {
-    prefetch_stream pf = pf_out;  // in registers (pv_4x16)
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        // a short last row block repeats its last row; those lanes are not stored
-        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
-        const float * qb[4];
-        const block_q8_0 * qqb[4] = {};
-        for (int r = 0; r < 4; ++r) {
-            qb[r] = q[std::min(r0 + r, n_rows - 1)];
-            if (qq) qqb[r] = qq[std::min(r0 + r, n_rows - 1)];
-        }
-        for (int64_t j = 0; j < nt; j += 2) {
-            const int64_t j1 = std::min(j + 1, nt - 1);  // an odd last cell is computed twice, stored once
-            const char * kb[2] = {k0 + (size_t) (Listed ? cells[j] : j) * stride,
-                                  k0 + (size_t) (Listed ? cells[j1] : j1) * stride};
-            alignas(32) float lanes[8];
-            if constexpr (T == ggml_type::q8_0) {
-                _mm256_store_ps(lanes, qq ? qk_4x2_q8(qqb, kb, dk / QK8_0, pf) : qk_4x2<T>(qb, kb, dk, pf));
-            } else {
-                _mm256_store_ps(lanes, qk_4x2<T>(qb, kb, dk, pf));
-            }
-            const int64_t n_cells = j + 1 < nt ? 2 : 1;
-            for (int64_t r = 0; r < n_valid; ++r) {
-                for (int64_t c = 0; c < n_cells; ++c) scores[(r0 + r) * ld + j + c] = lanes[c * 4 + r];
-            }
-        }
-    }
-    pf_out = pf;
-}
-
 // 4 accumulator rows x 16 V elements in registers across the tile; each V vector is loaded and dequantized once
 // for the four rows. Eight named accumulators: as an array (a[4][2]) GCC 12 kept them on the stack, and every FMA
 // then waited on a store-to-load round trip (2.7x slower, docs/kernels.md).
 template <ggml_type T, bool Listed>
 void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
-             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf_out) {
-    // a local copy: through the reference, the prefetch credit went to memory and back every cell, a store-to-load
-    // chain longer than the cell's FMAs
-    prefetch_stream pf = pf_out;
+             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
     const auto load = [&](int r, int c) { return r < n_valid ? _mm256_loadu_ps(acc[r] + e0 + 8 * c) : _mm256_setzero_ps(); };
     __m256 a00 = load(0, 0), a01 = load(0, 1), a10 = load(1, 0), a11 = load(1, 1);
     __m256 a20 = load(2, 0), a21 = load(2, 1), a30 = load(3, 0), a31 = load(3, 1);
     const float * p0 = p[0], * p1 = p[1], * p2 = p[2], * p3 = p[3];
-    for (int64_t j = 0; j < nt; ++j) {
-        pf.step();
-        if (!Listed && !live[j]) continue;
+    fa_loops::for_each_cell<Listed>(v0, stride, nt, live, cells, pf, [&](int64_t j, const char * row) {
         __m256 v[2];
-        load16<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0, v);
+        load16<T>(row, e0, v);
         const __m256 w0 = _mm256_broadcast_ss(p0 + j), w1 = _mm256_broadcast_ss(p1 + j);
         const __m256 w2 = _mm256_broadcast_ss(p2 + j), w3 = _mm256_broadcast_ss(p3 + j);
         a00 = _mm256_fmadd_ps(w0, v[0], a00);
@@ -177,67 +141,50 @@ void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, cons
         a21 = _mm256_fmadd_ps(w2, v[1], a21);
         a30 = _mm256_fmadd_ps(w3, v[0], a30);
         a31 = _mm256_fmadd_ps(w3, v[1], a31);
-    }
-    pf_out = pf;
+    });
     const __m256 out[4][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
     for (int r = 0; r < n_valid; ++r) {
         for (int c = 0; c < 2; ++c) _mm256_storeu_ps(acc[r] + e0 + 8 * c, out[r][c]);
     }
 }
 
-template <ggml_type T, bool Listed>
-void pv(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
-        int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
-        const float * pb[4];
-        float * ab[4];
-        for (int r = 0; r < 4; ++r) {
-            const int64_t rr = std::min(r0 + r, n_rows - 1);
-            pb[r] = p + rr * ld;
-            ab[r] = acc[rr];
+// The traits of fa_group_loops.h: 4 rows x 2 cells (Q.K), 4 rows x 16 elements (P.V).
+struct isa {
+    static constexpr int qk_cells = 2;
+    static constexpr int64_t pv_wide = 16;
+
+    // A q8_0 K with Q's q8_0 blocks takes the integer Q.K (qk_4x2_q8).
+    template <ggml_type T>
+    static void qk_block(const float * const * q, const block_q8_0 * const * qq, const char * const * k, int64_t dk,
+                         prefetch_stream & pf, float * out, int64_t ld, int64_t n_valid, int64_t n_cells) {
+        alignas(32) float lanes[8];
+        if constexpr (T == ggml_type::q8_0) {
+            _mm256_store_ps(lanes, qq[0] ? qk_4x2_q8(qq, k, dk / QK8_0, pf) : qk_4x2<T>(q, k, dk, pf));
+        } else {
+            _mm256_store_ps(lanes, qk_4x2<T>(q, k, dk, pf));
         }
-        for (int64_t e0 = 0; e0 < dv; e0 += 16) pv_4x16<T, Listed>(ab, pb, n_valid, v0, stride, nt, e0, live, cells, pf);
+        fa_loops::store_lanes<1, 4>(lanes, out, ld, n_valid, n_cells);
     }
-}
 
-template <ggml_type T>
-void qk_any(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk,
-            float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells, const block_q8_0 * const * qq) {
-    if (cells) return qk<T, true>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells, qq);
-    qk<T, false>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, nullptr, qq);
-}
-
-template <ggml_type T>
-void pv_any(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
-            int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    if (cells) return pv<T, true>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
-    pv<T, false>(acc, p, ld, n_rows, v0, stride, nt, dv, live, nullptr, pf);
-}
+    template <ggml_type T, bool Listed, int W>
+    static void pv_cols(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride,
+                        int64_t nt, int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
+        static_assert(W == 16);
+        pv_4x16<T, Listed>(acc, p, n_valid, v0, stride, nt, e0, live, cells, pf);
+    }
+};
 
 }  // namespace
 
 void fa_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
            int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells,
            const block_q8_0 * const * qq) {
-    switch (tk) {
-        case ggml_type::f32: return qk_any<ggml_type::f32>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, nullptr);
-        case ggml_type::f16: return qk_any<ggml_type::f16>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, nullptr);
-        case ggml_type::q8_0: return qk_any<ggml_type::q8_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, qq);
-        case ggml_type::q4_0: return qk_any<ggml_type::q4_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, nullptr);
-        default: return;
-    }
+    fa_loops::fa_qk<isa>(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, qq);
 }
 
 void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
            size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf, const int32_t * cells) {
-    switch (tv) {
-        case ggml_type::f32: return pv_any<ggml_type::f32>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::f16: return pv_any<ggml_type::f16>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::q8_0: return pv_any<ggml_type::q8_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::q4_0: return pv_any<ggml_type::q4_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        default: return;
-    }
+    fa_loops::fa_pv<isa>(tv, acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf, cells);
 }
 
 }  // namespace kvsim::cpu::avx2

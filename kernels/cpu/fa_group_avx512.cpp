@@ -6,10 +6,11 @@
 
 #if KVSIM_X86  // other architectures take the scalar loops (cpu_isa.h)
 
-#include <algorithm>
+#include <algorithm>  // fa_group_loops.h, included inside the target region below
 
 #include <immintrin.h>
 
+#include "cpu/fa_group.h"
 #include "quant.h"
 
 // GCC 12 flags the _mm512_undefined_* placeholders inside its own AVX-512 intrinsics (GCC bug 105593).
@@ -18,6 +19,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 KVSIM_TARGET_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,fma,f16c")
+
+#include "cpu/fa_group_loops.h"
 
 namespace kvsim::cpu::avx512 {
 
@@ -83,20 +86,18 @@ inline __m512 reduce16(__m512 * v) {
     return v[0];
 }
 
-// Row r of a 4x4 score block sits in lanes 4r..4r+3 (reduce16): rows r0.. of scores, cells j..j+3 (< nt).
-inline void store_scores(__m512 s, float * scores, int64_t ld, int64_t r0, int64_t n_valid, int64_t j, int64_t nt) {
-    if (j + 4 <= nt) {
-        if (n_valid > 0) _mm_storeu_ps(scores + (r0 + 0) * ld + j, _mm512_extractf32x4_ps(s, 0));
-        if (n_valid > 1) _mm_storeu_ps(scores + (r0 + 1) * ld + j, _mm512_extractf32x4_ps(s, 1));
-        if (n_valid > 2) _mm_storeu_ps(scores + (r0 + 2) * ld + j, _mm512_extractf32x4_ps(s, 2));
-        if (n_valid > 3) _mm_storeu_ps(scores + (r0 + 3) * ld + j, _mm512_extractf32x4_ps(s, 3));
+// Row r of a 4x4 score block sits in lanes 4r..4r+3 (reduce16): rows r < n_valid, cells c < n_cells of out.
+inline void store_scores(__m512 s, float * out, int64_t ld, int64_t n_valid, int64_t n_cells) {
+    if (n_cells == 4) {
+        if (n_valid > 0) _mm_storeu_ps(out + 0 * ld, _mm512_extractf32x4_ps(s, 0));
+        if (n_valid > 1) _mm_storeu_ps(out + 1 * ld, _mm512_extractf32x4_ps(s, 1));
+        if (n_valid > 2) _mm_storeu_ps(out + 2 * ld, _mm512_extractf32x4_ps(s, 2));
+        if (n_valid > 3) _mm_storeu_ps(out + 3 * ld, _mm512_extractf32x4_ps(s, 3));
         return;
     }
     alignas(64) float lanes[16];
     _mm512_store_ps(lanes, s);
-    for (int64_t r = 0; r < n_valid; ++r) {
-        for (int64_t c = 0; j + c < nt; ++c) scores[(r0 + r) * ld + j + c] = lanes[4 * r + c];
-    }
+    fa_loops::store_lanes<4, 1>(lanes, out, ld, n_valid, n_cells);
 }
 
 // 4 query rows x 4 cells: acc[c*4 + r] accumulates q[r] . K_c, so reduce16 puts row r's four scores in lanes 4r..4r+3.
@@ -120,30 +121,9 @@ __m512 qk_4x4(const float * const * q, const char * const * k, int64_t dk, prefe
     return reduce16(acc);
 }
 
-// Cells: listed (a token's visible cells) or the tile's 0..nt-1; a template parameter so the whole-tile loops
-// compile exactly as without the list.
-template <ggml_type T, bool Listed>
-void qk(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk, float * scores,
-        int64_t ld, prefetch_stream & pf, const int32_t * cells) {
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        // a short last row block repeats its last row; those lanes are not stored
-        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
-        const float * qb[4];
-        for (int r = 0; r < 4; ++r) qb[r] = q[std::min(r0 + r, n_rows - 1)];
-        for (int64_t j = 0; j < nt; j += 4) {
-            const char * kb[4];
-            for (int c = 0; c < 4; ++c) {
-                const int64_t jj = std::min(j + c, nt - 1);
-                kb[c] = k0 + (size_t) (Listed ? cells[jj] : jj) * stride;
-            }
-            const __m512 s = qk_4x4<T>(qb, kb, dk, pf);
-            store_scores(s, scores, ld, r0, n_valid, j, nt);
-        }
-    }
-}
-
-// 4 accumulator rows x 64 V elements in registers across the tile; each V vector is loaded and converted once
-// for the four rows.
+// 4 accumulator rows x 64 V elements (16 of the 32 registers) across the tile; each V vector is loaded and
+// converted once for the four rows. GCC 12 keeps this a[4][4] in registers (unlike the AVX2 loops' a[4][2],
+// fa_group_avx2.cpp); the prefetch credit had gone through memory every cell until for_each_cell's local copy.
 template <ggml_type T, bool Listed>
 void pv_4x64(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
              int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
@@ -151,11 +131,9 @@ void pv_4x64(float * const * acc, const float * const * p, int64_t n_valid, cons
     for (int r = 0; r < 4; ++r)
         for (int c = 0; c < 4; ++c) a[r][c] = r < n_valid ? _mm512_loadu_ps(acc[r] + e0 + 16 * c) : _mm512_setzero_ps();
     const float * p0 = p[0], * p1 = p[1], * p2 = p[2], * p3 = p[3];
-    for (int64_t j = 0; j < nt; ++j) {
-        pf.step();
-        if (!Listed && !live[j]) continue;
+    fa_loops::for_each_cell<Listed>(v0, stride, nt, live, cells, pf, [&](int64_t j, const char * row) {
         __m512 v[4];
-        load64<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0, v);
+        load64<T>(row, e0, v);
         const __m512 w0 = _mm512_set1_ps(p0[j]), w1 = _mm512_set1_ps(p1[j]);
         const __m512 w2 = _mm512_set1_ps(p2[j]), w3 = _mm512_set1_ps(p3[j]);
         for (int c = 0; c < 4; ++c) {
@@ -164,7 +142,7 @@ void pv_4x64(float * const * acc, const float * const * p, int64_t n_valid, cons
             a[2][c] = _mm512_fmadd_ps(w2, v[c], a[2][c]);
             a[3][c] = _mm512_fmadd_ps(w3, v[c], a[3][c]);
         }
-    }
+    });
     for (int r = 0; r < n_valid; ++r)
         for (int c = 0; c < 4; ++c) _mm512_storeu_ps(acc[r] + e0 + 16 * c, a[r][c]);
 }
@@ -174,72 +152,48 @@ void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, cons
              int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
     __m512 a[4];
     for (int r = 0; r < 4; ++r) a[r] = r < n_valid ? _mm512_loadu_ps(acc[r] + e0) : _mm512_setzero_ps();
-    for (int64_t j = 0; j < nt; ++j) {
-        pf.step();
-        if (!Listed && !live[j]) continue;
-        const __m512 v = load16<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0);
+    fa_loops::for_each_cell<Listed>(v0, stride, nt, live, cells, pf, [&](int64_t j, const char * row) {
+        const __m512 v = load16<T>(row, e0);
         for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r][j]), v, a[r]);
-    }
+    });
     for (int r = 0; r < n_valid; ++r) _mm512_storeu_ps(acc[r] + e0, a[r]);
 }
 
-template <ggml_type T, bool Listed>
-void pv(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
-        int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
-        const float * pb[4];
-        float * ab[4];
-        for (int r = 0; r < 4; ++r) {
-            const int64_t rr = std::min(r0 + r, n_rows - 1);
-            pb[r] = p + rr * ld;
-            ab[r] = acc[rr];
-        }
-        int64_t e0 = 0;
-        for (; e0 + 64 <= dv; e0 += 64) pv_4x64<T, Listed>(ab, pb, n_valid, v0, stride, nt, e0, live, cells, pf);
-        for (; e0 < dv; e0 += 16) pv_4x16<T, Listed>(ab, pb, n_valid, v0, stride, nt, e0, live, cells, pf);
+// The traits of fa_group_loops.h: 4 rows x 4 cells (Q.K), 4 rows x 64 elements (P.V; 16 for a head's rest).
+struct isa {
+    static constexpr int qk_cells = 4;
+    static constexpr int64_t pv_wide = 64;
+
+    // f32 FMAs for every K type (a q8_0 K's integer Q.K runs on AMX where the build has it, fa_amx.h)
+    template <ggml_type T>
+    static void qk_block(const float * const * q, const block_q8_0 * const *, const char * const * k, int64_t dk,
+                         prefetch_stream & pf, float * out, int64_t ld, int64_t n_valid, int64_t n_cells) {
+        store_scores(qk_4x4<T>(q, k, dk, pf), out, ld, n_valid, n_cells);
     }
-}
 
-}  // namespace
+    template <ggml_type T, bool Listed, int W>
+    static void pv_cols(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride,
+                        int64_t nt, int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
+        if constexpr (W == 64) {
+            pv_4x64<T, Listed>(acc, p, n_valid, v0, stride, nt, e0, live, cells, pf);
+        } else {
+            static_assert(W == 16);
+            pv_4x16<T, Listed>(acc, p, n_valid, v0, stride, nt, e0, live, cells, pf);
+        }
+    }
+};
 
-namespace {
-template <ggml_type T>
-void qk_any(const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk,
-            float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells) {
-    if (cells) return qk<T, true>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells);
-    qk<T, false>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, nullptr);
-}
-template <ggml_type T>
-void pv_any(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
-            int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    if (cells) return pv<T, true>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
-    pv<T, false>(acc, p, ld, n_rows, v0, stride, nt, dv, live, nullptr, pf);
-}
 }  // namespace
 
 void fa_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
-                 int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells,
-                 const block_q8_0 * const *) {  // f32 FMAs or AMX (fa_amx.h) for q8_0
-    switch (tk) {
-        case ggml_type::f32: return qk_any<ggml_type::f32>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
-        case ggml_type::f16: return qk_any<ggml_type::f16>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
-        case ggml_type::q8_0: return qk_any<ggml_type::q8_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
-        case ggml_type::q4_0: return qk_any<ggml_type::q4_0>(q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells);
-        default: return;
-    }
+           int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells,
+           const block_q8_0 * const * qq) {
+    fa_loops::fa_qk<isa>(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, qq);
 }
 
 void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
-                 size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf,
-                 const int32_t * cells) {
-    switch (tv) {
-        case ggml_type::f32: return pv_any<ggml_type::f32>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::f16: return pv_any<ggml_type::f16>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::q8_0: return pv_any<ggml_type::q8_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::q4_0: return pv_any<ggml_type::q4_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        default: return;
-    }
+           size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf, const int32_t * cells) {
+    fa_loops::fa_pv<isa>(tv, acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf, cells);
 }
 
 }  // namespace kvsim::cpu::avx512

@@ -9,12 +9,15 @@
 
 #if KVSIM_ARM  // other architectures take their own loops (cpu_isa.h)
 
-#include <algorithm>
+#include <algorithm>  // fa_group_loops.h
 #include <cstring>
 
 #include <arm_neon.h>
 
+#include "cpu/fa_group.h"
 #include "quant.h"
+
+#include "cpu/fa_group_loops.h"  // last: no target region, the loops are compiled for every ARMv8-A CPU
 
 namespace kvsim::cpu::neon {
 
@@ -142,125 +145,72 @@ __attribute__((noinline)) void qk_4x2_q8_sdot(const block_q8_0 * const * q, cons
 }
 KVSIM_TARGET_END
 
-// Cells: listed (a token's visible cells) or the tile's 0..nt-1. qq: Q's q8_0 blocks for a q8_0 K, else null.
-template <ggml_type T, bool Listed>
-void qk(bool dotprod, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt, int64_t dk,
-        float * scores, int64_t ld, prefetch_stream & pf_out, const int32_t * cells, const block_q8_0 * const * qq) {
-    prefetch_stream pf = pf_out;  // in registers (fa_group_avx2.cpp pv_4x16)
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        // a short last row block repeats its last row; those lanes are not stored
-        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
-        const float * qb[4];
-        const block_q8_0 * qqb[4] = {};
-        for (int r = 0; r < 4; ++r) {
-            qb[r] = q[std::min(r0 + r, n_rows - 1)];
-            if (qq) qqb[r] = qq[std::min(r0 + r, n_rows - 1)];
-        }
-        for (int64_t j = 0; j < nt; j += 2) {
-            const int64_t j1 = std::min(j + 1, nt - 1);  // an odd last cell is computed twice, stored once
-            const char * kb[2] = {k0 + (size_t) (Listed ? cells[j] : j) * stride,
-                                  k0 + (size_t) (Listed ? cells[j1] : j1) * stride};
-            float lanes[8];
-            if (T == ggml_type::q8_0 && qq) {
-                if (dotprod) {
-                    qk_4x2_q8_sdot(qqb, kb, dk / QK8_0, pf, lanes);
-                } else {
-                    qk_4x2_q8(qqb, kb, dk / QK8_0, pf, lanes);
-                }
-            } else {
-                qk_4x2<T>(qb, kb, dk, pf, lanes);
-            }
-            const int64_t n_cells = j + 1 < nt ? 2 : 1;
-            for (int64_t r = 0; r < n_valid; ++r) {
-                for (int64_t c = 0; c < n_cells; ++c) scores[(r0 + r) * ld + j + c] = lanes[c * 4 + r];
-            }
-        }
-    }
-    pf_out = pf;
-}
-
 // 4 accumulator rows x 16 V elements (16 registers) across the tile; each V vector is loaded and dequantized once
 // for the four rows.
 template <ggml_type T, bool Listed>
 void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride, int64_t nt,
-             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf_out) {
-    prefetch_stream pf = pf_out;
+             int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
     float32x4_t a[4][4];
     for (int r = 0; r < 4; ++r) {
         for (int c = 0; c < 4; ++c) a[r][c] = r < n_valid ? vld1q_f32(acc[r] + e0 + 4 * c) : vdupq_n_f32(0.0f);
     }
     const float * p0 = p[0], * p1 = p[1], * p2 = p[2], * p3 = p[3];
-    for (int64_t j = 0; j < nt; ++j) {
-        pf.step();
-        if (!Listed && !live[j]) continue;
+    fa_loops::for_each_cell<Listed>(v0, stride, nt, live, cells, pf, [&](int64_t j, const char * row) {
         float32x4_t v[4];
-        load16<T>(v0 + (size_t) (Listed ? cells[j] : j) * stride, e0, v);
+        load16<T>(row, e0, v);
         const float w[4] = {p0[j], p1[j], p2[j], p3[j]};
         for (int r = 0; r < 4; ++r) {
             for (int c = 0; c < 4; ++c) a[r][c] = vfmaq_n_f32(a[r][c], v[c], w[r]);
         }
-    }
-    pf_out = pf;
+    });
     for (int r = 0; r < n_valid; ++r) {
         for (int c = 0; c < 4; ++c) vst1q_f32(acc[r] + e0 + 4 * c, a[r][c]);
     }
 }
 
-template <ggml_type T, bool Listed>
-void pv(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
-        int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        const int64_t n_valid = std::min<int64_t>(4, n_rows - r0);
-        const float * pb[4];
-        float * ab[4];
-        for (int r = 0; r < 4; ++r) {
-            const int64_t rr = std::min(r0 + r, n_rows - 1);
-            pb[r] = p + rr * ld;
-            ab[r] = acc[rr];
+// The traits of fa_group_loops.h: 4 rows x 2 cells (Q.K), 4 rows x 16 elements (P.V). Dotprod: a q8_0 K's integer
+// Q.K with SDOT (qk_4x2_q8_sdot), else SMULL + SADALP (qk_4x2_q8).
+template <bool Dotprod>
+struct isa {
+    static constexpr int qk_cells = 2;
+    static constexpr int64_t pv_wide = 16;
+
+    template <ggml_type T>
+    static void qk_block(const float * const * q, const block_q8_0 * const * qq, const char * const * k, int64_t dk,
+                         prefetch_stream & pf, float * out, int64_t ld, int64_t n_valid, int64_t n_cells) {
+        float lanes[8];
+        if (T == ggml_type::q8_0 && qq[0]) {
+            if constexpr (Dotprod) {
+                qk_4x2_q8_sdot(qq, k, dk / QK8_0, pf, lanes);
+            } else {
+                qk_4x2_q8(qq, k, dk / QK8_0, pf, lanes);
+            }
+        } else {
+            qk_4x2<T>(q, k, dk, pf, lanes);
         }
-        for (int64_t e0 = 0; e0 < dv; e0 += 16) pv_4x16<T, Listed>(ab, pb, n_valid, v0, stride, nt, e0, live, cells, pf);
+        fa_loops::store_lanes<1, 4>(lanes, out, ld, n_valid, n_cells);
     }
-}
 
-template <ggml_type T>
-void qk_any(bool dotprod, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
-            int64_t dk, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells,
-            const block_q8_0 * const * qq) {
-    if (cells) return qk<T, true>(dotprod, q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells, qq);
-    qk<T, false>(dotprod, q, n_rows, k0, stride, nt, dk, scores, ld, pf, nullptr, qq);
-}
-
-template <ggml_type T>
-void pv_any(float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0, size_t stride, int64_t nt,
-            int64_t dv, const char * live, const int32_t * cells, prefetch_stream & pf) {
-    if (cells) return pv<T, true>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
-    pv<T, false>(acc, p, ld, n_rows, v0, stride, nt, dv, live, nullptr, pf);
-}
+    template <ggml_type T, bool Listed, int W>
+    static void pv_cols(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride,
+                        int64_t nt, int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
+        static_assert(W == 16);
+        pv_4x16<T, Listed>(acc, p, n_valid, v0, stride, nt, e0, live, cells, pf);
+    }
+};
 
 }  // namespace
 
 void fa_qk(bool dotprod, ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride,
            int64_t nt, int64_t head_dim_k, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells,
            const block_q8_0 * const * qq) {
-    const int64_t hd = head_dim_k;
-    switch (tk) {
-        case ggml_type::f32: return qk_any<ggml_type::f32>(dotprod, q, n_rows, k0, stride, nt, hd, scores, ld, pf, cells, nullptr);
-        case ggml_type::f16: return qk_any<ggml_type::f16>(dotprod, q, n_rows, k0, stride, nt, hd, scores, ld, pf, cells, nullptr);
-        case ggml_type::q8_0: return qk_any<ggml_type::q8_0>(dotprod, q, n_rows, k0, stride, nt, hd, scores, ld, pf, cells, qq);
-        case ggml_type::q4_0: return qk_any<ggml_type::q4_0>(dotprod, q, n_rows, k0, stride, nt, hd, scores, ld, pf, cells, nullptr);
-        default: return;
-    }
+    if (dotprod) return fa_loops::fa_qk<isa<true>>(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, qq);
+    fa_loops::fa_qk<isa<false>>(tk, q, n_rows, k0, stride, nt, head_dim_k, scores, ld, pf, cells, qq);
 }
 
 void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
            size_t stride, int64_t nt, int64_t head_dim_v, const char * live, prefetch_stream & pf, const int32_t * cells) {
-    switch (tv) {
-        case ggml_type::f32: return pv_any<ggml_type::f32>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::f16: return pv_any<ggml_type::f16>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::q8_0: return pv_any<ggml_type::q8_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        case ggml_type::q4_0: return pv_any<ggml_type::q4_0>(acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, cells, pf);
-        default: return;
-    }
+    fa_loops::fa_pv<isa<false>>(tv, acc, p, ld, n_rows, v0, stride, nt, head_dim_v, live, pf, cells);
 }
 
 }  // namespace kvsim::cpu::neon

@@ -8,44 +8,16 @@
 #include "cuda_common.cuh"
 #include "cuda_fa_decode.h"
 #include "cuda_internal.h"
+#include "fa_merge.cuh"
 #include "fa_split.h"
 
 namespace kvsim::cuda {
 
 namespace {
 
-// One query row per block, D threads: merge of the chunks' partials (m in log2 units) as the CPU merge
-// (max over chunks, chunks with m = -INF skipped, out = o/l), then the optional H_v rotation of the output.
-template <int D>
-__global__ void __launch_bounds__(D) fa_decode_merge_kernel(const float * __restrict__ part, float * __restrict__ out,
-                                                             int n_chunks, int n_q, int rot_v) {
-    __shared__ float o[D];
-    const int r = blockIdx.x, s = blockIdx.y, e = threadIdx.x;
-    const float * base = part + (int64_t) s * n_chunks * n_q * (D + 2) + (int64_t) r * (D + 2);
-    const int64_t cstride = (int64_t) n_q * (D + 2);
-    float mx = -INFINITY;
-    for (int c = 0; c < n_chunks; ++c) mx = fmaxf(mx, base[c * cstride]);
-    float acc = 0.0f;
-    if (mx != -INFINITY) {
-        float lsum = 0.0f;
-        for (int c = 0; c < n_chunks; ++c) {
-            const float * pc = base + c * cstride;
-            if (pc[0] == -INFINITY) continue;
-            const float w = exp2f(pc[0] - mx);
-            lsum += w * pc[1];
-            acc += pc[2 + e] * w;
-        }
-        acc *= 1.0f / lsum;
-    }
-    o[e] = acc;
-    __syncthreads();
-    if (rot_v && mx != -INFINITY) block_fwht(o, D, rot_v);  // mx is uniform over the block: no divergent sync
-    out[((int64_t) s * n_q + r) * D + e] = o[e];
-}
-
 template <int D>
 void launch_merge(const float * part, float * out, int n_chunks, int n_q, int n_stream, int rot_v, cudaStream_t st) {
-    fa_decode_merge_kernel<D><<<dim3((unsigned) n_q, (unsigned) n_stream), D, 0, st>>>(part, out, n_chunks, n_q, rot_v);
+    fa_merge_kernel<D, true><<<dim3((unsigned) n_q, (unsigned) n_stream), D, 0, st>>>(part, out, n_chunks, n_q, rot_v);
 }
 
 fa_decode_kernel_info info_of(ggml_type t, int d, int r) {

@@ -14,6 +14,7 @@
 #include "cuda_common.cuh"
 #include "cuda_fa_decode.h"
 #include "cuda_internal.h"
+#include "fa_merge.cuh"
 
 namespace kvsim::cuda {
 
@@ -196,35 +197,6 @@ __global__ void __launch_bounds__(fa_threads) fa_chunk_kernel(const fa_params p)
     }
 }
 
-// One query row per block, D threads: log-sum-exp merge of the chunks (as cpu_backend::flash_attn's merge), then
-// out = o/l and the optional H_v rotation of the output.
-template <int D>
-__global__ void __launch_bounds__(D) fa_merge_kernel(const float * __restrict__ part, float * __restrict__ out,
-                                                      int n_chunks, int n_q, int rot_v) {
-    __shared__ float o[D];
-    const int r = blockIdx.x, s = blockIdx.y, e = threadIdx.x;
-    const float * base = part + (int64_t) s * n_chunks * n_q * (D + 2) + (int64_t) r * (D + 2);
-    const int64_t cstride = (int64_t) n_q * (D + 2);
-    float mx = -INFINITY;
-    for (int c = 0; c < n_chunks; ++c) mx = fmaxf(mx, base[c * cstride]);
-    float acc = 0.0f;
-    if (mx != -INFINITY) {
-        float lsum = 0.0f;
-        for (int c = 0; c < n_chunks; ++c) {
-            const float * pc = base + c * cstride;
-            if (pc[0] == -INFINITY) continue;
-            const float w = expf(pc[0] - mx);
-            lsum += w * pc[1];
-            acc += pc[2 + e] * w;
-        }
-        acc *= 1.0f / lsum;
-    }
-    o[e] = acc;
-    __syncthreads();
-    if (rot_v && mx != -INFINITY) block_fwht(o, D, rot_v);  // mx is uniform over the block: no divergent sync
-    out[((int64_t) s * n_q + r) * D + e] = o[e];
-}
-
 // Q rotation by H_k (build_attn multiplies q by the rotation before the op): one row of D per block.
 template <int D>
 __global__ void __launch_bounds__(D) rotate_rows_kernel(const float * __restrict__ src, float * __restrict__ dst, int n) {
@@ -260,7 +232,7 @@ void launch_all(const fa_params & p, int R, int n_stream, int rot_v, float * out
         case 4: launch_chunks<D, 4>(p, n_stream, st); break;
         default: launch_chunks<D, 8>(p, n_stream, st); break;
     }
-    fa_merge_kernel<D><<<dim3((unsigned) (p.n_head * p.n_tps), (unsigned) n_stream), D, 0, st>>>(p.part, out, p.n_chunks,
+    fa_merge_kernel<D, false><<<dim3((unsigned) (p.n_head * p.n_tps), (unsigned) n_stream), D, 0, st>>>(p.part, out, p.n_chunks,
                                                                                                  p.n_head * p.n_tps, rot_v);
 }
 
