@@ -165,7 +165,7 @@ TEST_CASE("K-shift of rotated quantized K stays within quantization error of the
 }
 
 // The vector K-shift (AVX2) against the portable loops on the same cells: identical up to the RoPE's fused
-// multiply-adds (f32 within 1e-6, f16 within one ulp), so a requantized value differs by at most one quant step and
+// multiply-adds (which the compiler chooses in the portable loops; the vector ones are pinned to llama.cpp's, below) (f32 within 1e-6, f16 within one ulp), so a requantized value differs by at most one quant step and
 // rarely; with and without rotation, NORMAL and NEOX, partial RoPE.
 TEST_CASE("K-shift: the AVX2 row equals the portable loops") {
     if (!cpu::cpu_isa_supported(cpu::cpu_isa::avx2)) {
@@ -214,6 +214,50 @@ TEST_CASE("K-shift: the AVX2 row equals the portable loops") {
                 CHECK(err <= (t == ggml_type::f32 ? 1e-6 : t == ggml_type::f16 ? 1e-3 : step * 1.01));
                 if (t != ggml_type::f32) CHECK(differ <= 97 * n / 100);  // one stored value in a hundred at most
             }
+        }
+    }
+}
+
+// An upstream recording: ggml_rope_ext_inplace of llama.cpp's prebuilt CPU backend (node-llama-cpp 3.22.1,
+// libggml-cpu-zen4.so, the graph of build_rope_shift for an f16 K) on one head of 128 f16 values
+// x[i] = ((i * 7919 + 203 * 104729) % 2001) / 1000 - 1, shifted by -2048 with Llama-3's RoPE (NORMAL, n_rot 128,
+// freq_base 500000, n_ctx_orig 8192), recorded with tests/tools/kshift_vs_ggml.cpp's graph. The vector K-shift
+// must give these bits: value 37 is where an fmaddsub (fma(x1, c, x0 * s) in the odd lanes) was one ulp off.
+TEST_CASE("K-shift of an f16 head equals llama.cpp's rope bit for bit (recorded)") {
+    static const uint16_t expected[128] = {
+        0x3420, 0x360b, 0xb2a0, 0xacfb, 0xac3b, 0x993b, 0xb43e, 0x2c92, 0x366c, 0x3516, 0xb200, 0xb9d2,
+        0xb9e4, 0x3950, 0x3cc7, 0x34d1, 0x3913, 0x3ccb, 0xba54, 0xba5b, 0x36e7, 0x3a25, 0x38c6, 0xb37f,
+        0xa92f, 0x3669, 0xb035, 0x2ec8, 0x98b1, 0x2e8b, 0xb41d, 0xb28f, 0xb6c6, 0x3607, 0xb77a, 0xb941,
+        0xbc2f, 0x0d38, 0x3d24, 0x2a64, 0xb3e1, 0xbd21, 0xb2a3, 0xbc2f, 0xba7b, 0xb12e, 0x32d6, 0x385f,
+        0xac20, 0xb579, 0x2e08, 0x2ca2, 0x2f4d, 0x2e47, 0xb40f, 0x3498, 0xb823, 0xb585, 0x31bd, 0xbabd,
+        0x3c16, 0xb695, 0x3ce8, 0x3858, 0xb98d, 0xbc29, 0xac0d, 0xbc09, 0x344d, 0xb9c8, 0x3555, 0xb6a1,
+        0x3338, 0xb208, 0x27e1, 0xac7c, 0xb248, 0xaa2b, 0xb6d0, 0xae7f, 0xb927, 0xb2a9, 0xbac5, 0xb59f,
+        0xbc22, 0xb825, 0xb8e1, 0x3cd7, 0x3c3a, 0x387b, 0x3aa1, 0x379c, 0x38ec, 0x35dd, 0x369a, 0x33a7,
+        0x3303, 0x2e52, 0x282c, 0xaa8a, 0xb0c0, 0xb2a7, 0xb534, 0xb5e9, 0xb7fc, 0xb847, 0xb95e, 0xb99e,
+        0xbabb, 0xbaf9, 0xbbab, 0x3bab, 0x3aea, 0x39f6, 0x3982, 0x38a6, 0x381c, 0x36a8, 0x3574, 0x33f8,
+        0x3166, 0x2d36, 0x9972, 0xad91, 0xb18e, 0xb419, 0xb582, 0xb6ce};
+    std::vector<float> x(128);
+    for (int i = 0; i < 128; ++i) x[(size_t) i] = (float) ((i * 7919 + 203 * 104729) % 2001) / 1000.0f - 1.0f;
+    kshift_desc d;
+    d.rope.n_rot = 128;
+    d.rope.freq_base = 500000.0f;
+    d.rope.n_ctx_orig = 8192;
+    const int32_t shift = -2048;
+    cpu_backend be(1);
+    // the vector K-shift (kshift_avx2.cpp) serves both x86 levels; the portable loops' fusion is the compiler's
+    for (cpu::cpu_isa isa : {cpu::cpu_isa::avx2, cpu::cpu_isa::avx512}) {
+        if (!cpu::cpu_isa_supported(isa)) {
+            MESSAGE("SKIPPED for this CPU: the vector K-shift at " << cpu::cpu_isa_name(isa));
+            continue;
+        }
+        be.set_isa(isa);
+        std::vector<fp16_t> h(128);
+        row_from_f32(ggml_type::f16, x.data(), h.data(), 128);
+        kv_tensor k{h.data(), ggml_type::f16, 128, 1, 1, 1};
+        be.k_shift(d, k, &shift);
+        for (int i = 0; i < 128; ++i) {
+            INFO(std::string(cpu::cpu_isa_name(isa)) << " value " << i);
+            CHECK(h[(size_t) i] == expected[i]);
         }
     }
 }

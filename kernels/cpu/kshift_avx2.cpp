@@ -1,7 +1,9 @@
 // The AVX2 + FMA + F16C body of the CPU K-shift (cpu_k_shift.cpp): one cell's K row dequantized, un-rotated,
 // RoPE'd, rotated and quantized back in 8-lane vectors. Same arithmetic as the portable path: the Walsh-Hadamard
 // butterflies in the same stage order as hadamard.cpp fwht (bit-identical), q8_0/q4_0 rounding and f16 conversion
-// as quant.cpp (bit-identical); RoPE differs from rope.cpp rope_rotate only where the compiler fused a multiply-add.
+// as quant.cpp (bit-identical); RoPE fused as llama.cpp's prebuilt CPU backend computes it (rope_norm8, rope_neox8:
+// bit-identical to ggml_rope_ext, tests/test_rope.cpp's recording), which rope.cpp's portable loops match only
+// where the compiler fused the same multiply-adds.
 // Compiled for AVX2 whatever the build's -march (a target region (isa_target.h) after every include, see fa_group_avx512.cpp).
 #include "cpu/kshift_isa.h"
 
@@ -66,9 +68,15 @@ void fwht(float * x, int n, float scale) {
 }
 
 // rope_rotate for GGML_ROPE_TYPE_NORMAL on one 8-lane vector of pairs (2i, 2i+1): even lanes x0*c - x1*s, odd
-// lanes x1*c + x0*s, with c and s each pair's cos and sin twice (kshift_tables).
+// lanes x0*s + x1*c, with c and s each pair's cos and sin twice (kshift_tables). Fused as ggml's rotate_pairs is
+// compiled for FMA targets (GCC: the first product of each line fused, the second rounded; rope_neox8 likewise), so
+// the result is llama.cpp's bit for bit: fma(x0, c, -x1*s) and fma(x0, s, x1*c). One fmaddsub, fma(x1, c, x0*s) in
+// the odd lanes, differed from it in about one value in 30,000.
 inline __m256 rope_norm8(__m256 v, const float * c, const float * s) {
-    return _mm256_fmaddsub_ps(v, _mm256_loadu_ps(c), _mm256_mul_ps(_mm256_permute_ps(v, 0xB1), _mm256_loadu_ps(s)));
+    const __m256 vc = _mm256_loadu_ps(c), vs = _mm256_loadu_ps(s), sw = _mm256_permute_ps(v, 0xB1);
+    const __m256 even = _mm256_fmsub_ps(v, vc, _mm256_mul_ps(sw, vs));
+    const __m256 odd = _mm256_fmadd_ps(sw, vs, _mm256_mul_ps(v, vc));
+    return _mm256_blend_ps(even, odd, 0xAA);
 }
 
 // rope_rotate for GGML_ROPE_TYPE_NEOX on 8 pairs (x0[i], x1[i]) = (i, i + n_rot/2).

@@ -1,0 +1,197 @@
+// kshift_vs_ggml: kvsim's CPU K-shift against llama.cpp's own, same process, same minute, same K bytes.
+//
+// llama.cpp's side is the graph llama_kv_cache::build_graph_shift builds for one layer (src/llama-kv-cache.cpp,
+// build_rope_shift), run on the prebuilt ggml CPU backend (the ISA variant llama.cpp itself loads):
+//   f16 K:          ggml_rope_ext_inplace on the cache's K view [n_rot, n_head_kv, n_cells];
+//   q8_0/q4_0 K:    ggml_cast to f32, Hadamard (ggml_mul_mat with GGML_HINT_SRC0_IS_HADAMARD: ggml's FWHT), RoPE,
+//                   Hadamard, ggml_cpy back into the quantized cache (llama.cpp rotates a quantized K by default,
+//                   attn_rot_k; kvsim's kshift_desc.rot.n_k = 128 is the same rotation).
+// kvsim's side is cpu_backend::k_shift on a copy of the same bytes. Llama-3-8B K (head_dim 128, n_head_kv 8,
+// NORMAL RoPE, freq_base 500000), one delta for every cell (a context shift), both with the same thread count.
+//
+// Output: per type, whether the first call's K is bit-identical, then the interleaved timed calls (ggml, kvsim,
+// ggml, kvsim, ...) and their median ms, spread (min-max) and the median ratio ggml / kvsim. Build and run:
+// scripts/kshift-vs-ggml.sh.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
+#include "ggml-cpu.h"
+#include "ggml.h"
+
+#include "cpu/cpu_backend.h"
+#include "hadamard.h"
+
+namespace {
+
+constexpr int64_t head_dim = 128, n_head_kv = 8;
+constexpr int32_t delta = -2048;  // the context shift every cell gets
+
+double now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+kvsim::ggml_type kvsim_type(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F16: return kvsim::ggml_type::f16;
+        case GGML_TYPE_Q8_0: return kvsim::ggml_type::q8_0;
+        default: return kvsim::ggml_type::q4_0;
+    }
+}
+
+struct ggml_side {
+    ggml_backend_t backend = nullptr;
+    ggml_threadpool * pool = nullptr;
+    ggml_context * ctx = nullptr;
+    ggml_backend_buffer_t buf = nullptr;
+    ggml_tensor * k = nullptr;
+    ggml_cgraph * graph = nullptr;
+};
+
+// The graph of build_rope_shift for one layer's K of n_cells cells of type t.
+void build_graph(ggml_side & g, ggml_type t, int64_t n_cells) {
+    ggml_init_params ip = {64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
+    g.ctx = ggml_init(ip);
+    g.k = ggml_new_tensor_2d(g.ctx, t, head_dim * n_head_kv, n_cells);
+    ggml_tensor * shift = ggml_new_tensor_1d(g.ctx, GGML_TYPE_I32, n_cells);
+    ggml_tensor * rot = ggml_new_tensor_2d(g.ctx, GGML_TYPE_F32, head_dim, head_dim);
+    ggml_tensor * view = ggml_view_3d(g.ctx, g.k, head_dim, n_head_kv, n_cells, ggml_row_size(t, head_dim),
+                                      ggml_row_size(t, head_dim * n_head_kv), 0);
+    const auto rope = [&](ggml_tensor * x, bool inplace) {
+        auto * f = inplace ? ggml_rope_ext_inplace : ggml_rope_ext;
+        return f(g.ctx, x, shift, nullptr, (int) head_dim, 0, 8192, 500000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+    };
+    const auto hadamard = [&](ggml_tensor * x) {  // llama_mul_mat_hadamard (src/llama-impl.h)
+        ggml_tensor * r = ggml_mul_mat(g.ctx, rot, ggml_reshape_2d(g.ctx, x, head_dim, ggml_nelements(x) / head_dim));
+        ggml_mul_mat_set_hint(r, GGML_HINT_SRC0_IS_HADAMARD);
+        return ggml_reshape_4d(g.ctx, r, x->ne[0], x->ne[1], x->ne[2], x->ne[3]);
+    };
+    ggml_tensor * out;
+    if (ggml_is_quantized(t)) {
+        ggml_tensor * x = ggml_cast(g.ctx, view, GGML_TYPE_F32);
+        out = ggml_cpy(g.ctx, hadamard(rope(hadamard(x), false)), view);
+    } else {
+        out = rope(view, true);
+    }
+    g.graph = ggml_new_graph(g.ctx);
+    ggml_build_forward_expand(g.graph, out);
+    g.buf = ggml_backend_alloc_ctx_tensors(g.ctx, g.backend);
+    std::vector<int32_t> s((size_t) n_cells, delta);
+    ggml_backend_tensor_set(shift, s.data(), 0, ggml_nbytes(shift));
+    std::vector<float> h((size_t) (head_dim * head_dim));  // normalised Sylvester Hadamard (ggml_gen_hadamard)
+    for (int64_t i = 0; i < head_dim; ++i)
+        for (int64_t j = 0; j < head_dim; ++j)
+            h[(size_t) (i * head_dim + j)] = (__builtin_popcountll(i & j) % 2 ? -1.0f : 1.0f) / std::sqrt((float) head_dim);
+    ggml_backend_tensor_set(rot, h.data(), 0, ggml_nbytes(rot));
+}
+
+// K of n_cells cells: N(0, 1) values rounded to type t by ggml (f16 conversion or ggml_quantize_chunk).
+std::vector<uint8_t> make_k(ggml_type t, int64_t n_cells) {
+    const int64_t row = head_dim * n_head_kv;
+    std::vector<uint8_t> k(ggml_row_size(t, row) * (size_t) n_cells);
+    std::vector<float> x((size_t) row);
+    std::mt19937 rng(1234);
+    std::normal_distribution<float> nd;
+    for (int64_t c = 0; c < n_cells; ++c) {
+        for (float & v : x) v = nd(rng);
+        uint8_t * dst = k.data() + ggml_row_size(t, row) * (size_t) c;
+        if (t == GGML_TYPE_F16) {
+            for (int64_t i = 0; i < row; ++i) reinterpret_cast<ggml_fp16_t *>(dst)[i] = ggml_fp32_to_fp16(x[(size_t) i]);
+        } else {
+            ggml_quantize_chunk(t, x.data(), dst, 0, 1, row, nullptr);
+        }
+    }
+    return k;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: %s GGML_LIBDIR [n_cells=65536] [threads=2] [reps=7]\n", argv[0]);
+        return 2;
+    }
+    const int64_t n_cells = argc > 2 ? std::atoll(argv[2]) : 65536;
+    const int n_threads = argc > 3 ? std::atoi(argv[3]) : 2;
+    const int reps = argc > 4 ? std::atoi(argv[4]) : 7;
+
+    ggml_backend_load_all_from_path(argv[1]);
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    const auto set_threads = (ggml_backend_set_n_threads_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
+    const auto tp_new = (decltype(&ggml_threadpool_new)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
+    const auto tp_free = (decltype(&ggml_threadpool_free)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
+    const auto set_tp = (decltype(&ggml_backend_cpu_set_threadpool)) ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_threadpool");
+    kvsim::cpu_backend kv(n_threads);
+    std::printf("# K-shift of one layer's K (%lld cells, %lld heads x %lld, delta %d), %d threads, %d interleaved calls each\n",
+                (long long) n_cells, (long long) n_head_kv, (long long) head_dim, delta, n_threads, reps);
+    std::printf("type,identical,ggml_ms_median,ggml_ms_min,ggml_ms_max,kvsim_ms_median,kvsim_ms_min,kvsim_ms_max,ggml_over_kvsim\n");
+
+    for (ggml_type t : {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+        ggml_side g;
+        g.backend = ggml_backend_dev_init(dev, nullptr);
+        set_threads(g.backend, n_threads);
+        ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
+        g.pool = tp_new(&tpp);
+        set_tp(g.backend, g.pool);
+        build_graph(g, t, n_cells);
+
+        const std::vector<uint8_t> k0 = make_k(t, n_cells);
+        std::vector<uint8_t> kk = k0, kg(k0.size()), kk_first;
+        ggml_backend_tensor_set(g.k, k0.data(), 0, k0.size());
+        kvsim::kv_tensor kt;
+        kt.data = kk.data();
+        kt.type = kvsim_type(t);
+        kt.head_dim = head_dim;
+        kt.n_head_kv = n_head_kv;
+        kt.kv_size = n_cells;
+        kvsim::kshift_desc d;
+        d.rope.n_rot = (int) head_dim;
+        d.rope.freq_base = 500000.0f;
+        d.rope.n_ctx_orig = 8192;
+        d.rot.n_k = ggml_is_quantized(t) ? kvsim::hadamard_size_k(head_dim) : 0;
+        const std::vector<int32_t> shift((size_t) n_cells, delta);
+
+        std::vector<double> tg, tk;
+        for (int i = 0; i < reps + 1; ++i) {  // call 0: the bit-identity check (and warm-up), not timed
+            double t0 = now_ms();
+            ggml_backend_graph_compute(g.backend, g.graph);
+            const double t1 = now_ms();
+            kv.k_shift(d, kt, shift.data());
+            const double t2 = now_ms();
+            if (i == 0) {
+                ggml_backend_tensor_get(g.k, kg.data(), 0, kg.size());
+                kk_first = kk;
+                continue;
+            }
+            tg.push_back(t1 - t0);
+            tk.push_back(t2 - t1);
+        }
+        size_t n_diff = 0;
+        for (size_t i = 0; i < kg.size(); ++i) n_diff += kg[i] != kk_first[i];
+        const bool identical = n_diff == 0;
+        std::printf("%s,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", ggml_type_name(t),
+                    identical ? "yes" : ("no (" + std::to_string(n_diff) + " bytes differ)").c_str(), median(tg),
+                    *std::min_element(tg.begin(), tg.end()), *std::max_element(tg.begin(), tg.end()), median(tk),
+                    *std::min_element(tk.begin(), tk.end()), *std::max_element(tk.begin(), tk.end()),
+                    median(tg) / median(tk));
+        std::fflush(stdout);
+        ggml_backend_buffer_free(g.buf);
+        ggml_free(g.ctx);
+        ggml_backend_free(g.backend);
+        tp_free(g.pool);
+    }
+    return 0;
+}
