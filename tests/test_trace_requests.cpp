@@ -151,6 +151,11 @@ TEST_CASE("rate scale: arrivals divided by the scale, order and lengths kept") {
         CHECK_THROWS_AS(scale_arrival_rate(slow, bad), usage_error);
     }
     CHECK(slow.requests[3].arrival_s == 20.0);   // a refused scale changes nothing
+    // 20 s / 1e-308 is past DBL_MAX (about 1.8e308): refused, where it gave inf arrivals and nan latencies
+    CHECK_THROWS_AS(scale_arrival_rate(slow, 1e-308), usage_error);
+    CHECK(slow.requests[3].arrival_s == 20.0);
+    scale_arrival_rate(slow, 1e-300);   // 4e300 s still fits a double
+    CHECK(slow.requests[3].arrival_s == 20.0 / 1e-300);
 }
 
 TEST_CASE("Mooncake conversation trace (../shared, when present)") {

@@ -347,6 +347,16 @@ void scale_arrival_rate(request_trace & t, double rate_scale) {
     if (!std::isfinite(rate_scale) || rate_scale <= 0) {
         throw usage_error(fmt::format("rate_scale must be a finite number > 0 (2 = twice the trace's request rate), got {}", rate_scale));
     }
+    // A tiny scale can overflow a late arrival to inf, and every latency after it to nan: refuse
+    // it whole, before any arrival changes.
+    for (size_t i = 0; i < t.requests.size(); ++i) {
+        const double a = t.requests[i].arrival_s;
+        if (!std::isfinite(a / rate_scale)) {
+            throw usage_error(fmt::format("rate_scale {}: request {}'s arrival at {} s would move past what a double holds; "
+                                          "use a larger rate_scale",
+                                          rate_scale, i + 1, a));
+        }
+    }
     for (request & r : t.requests) r.arrival_s /= rate_scale;
 }
 

@@ -60,7 +60,8 @@ std::optional<int64_t> parse_azure_timestamp_ns(const std::string & text);
 // rate_scale (2 = twice the request rate, 0.5 = half), so order, prompt and output lengths and the
 // shape of the arrivals (bursts, gaps) stay those of the trace. The reverse of vidur's
 // TraceRequestIntervalGenerator time_scale_factor (which multiplies the intervals). Throws
-// usage_error naming rate_scale for a value that is not a finite number > 0.
+// usage_error naming rate_scale for a value that is not a finite number > 0, or one that would
+// scale an arrival past a finite double (then no arrival changes).
 void scale_arrival_rate(request_trace & t, double rate_scale);
 
 // Days from 1970-01-01 to the proleptic Gregorian date y-m-d (negative before 1970).
