@@ -2,8 +2,11 @@
 // sweeps (kvbench merge) and the KV-cache bookkeeping micro-benchmark (kvbench cache). Thin CLI: parsing here,
 // measuring, results and writers in lib/bench/.
 #include "cpu/cpu_isa.h"
+#include "bench/bench_json.h"
+#include "bench/bench_merge.h"
 #include "bench/bench_writers.h"
 #include "bench/cache_bench.h"
+#include "bench/machine_probe.h"
 #include "bench/sweep_runner.h"
 #include "common/bench_backend.h"
 #include "common/help_format.h"
@@ -154,7 +157,7 @@ int run_sweep_cmd(const sweep_cli & cli) {
     sweep_hooks hooks;
     hooks.stop = interrupt_flag();
     hooks.progress = [&](size_t done, size_t total) { bar.update(done, total); };
-    hooks.timer = bb.timer;
+    hooks.clock = bb.clock;
     hooks.measure_limit = bb.measure_limit;
     machine_info m = collect_machine_info(build_type);
     if (!bb.device.empty()) m.gpu = bb.device;

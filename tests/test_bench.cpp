@@ -21,8 +21,11 @@
 
 #include "cli_test_util.h"
 
+#include "bench/bench_json.h"
+#include "bench/bench_merge.h"
 #include "bench/bench_writers.h"
 #include "bench/cache_bench.h"
+#include "bench/machine_probe.h"
 #include "bench/sweep_runner.h"
 #include "bytes.h"
 #include "cpu/cpu_backend.h"
@@ -324,7 +327,7 @@ TEST_CASE("tiny sweep in process: outputs well-formed, bytes and roof cells by h
         INFO("ctx " << r.point.ctx << " " << ggml_type_name(r.point.type));
         CHECK(r.point.ctx == want[i].ctx);
         CHECK(r.point.type == want[i].type);
-        CHECK(r.status == "ok");
+        CHECK(r.status == point_status::ok);
         CHECK(r.kv_bytes == want[i].kv_bytes);
         CHECK(r.copies * r.kv_bytes >= c.rotate_bytes);
         CHECK(r.fa.n == 1);
@@ -469,7 +472,7 @@ TEST_CASE("kvbench validates before it times: a wrong or NaN output fails the po
         REQUIRE(o.results.size() == 2);
         for (const point_result & r : o.results) {
             INFO("bad " << bad << " note " << r.note);
-            CHECK(r.status == "failed");
+            CHECK(r.status == point_status::failed);
             CHECK(r.fa.n == 0);  // not timed
             CHECK(r.note.find(std::isnan(bad) ? "NaN" : "tolerance") != std::string::npos);
             CHECK(std::isnan(bad) == std::isnan(r.err_check));
@@ -480,13 +483,13 @@ TEST_CASE("kvbench validates before it times: a wrong or NaN output fails the po
         CHECK(sweep_exit_code(o) == 1);
         // the status survives the JSON round trip and a merge
         const sweep_output back = sweep_output_from_json(to_json(o));
-        CHECK(back.results[0].status == "failed");
+        CHECK(back.results[0].status == point_status::failed);
         CHECK(sweep_exit_code(merge_outputs({back})) == 1);
     }
     cpu_backend be(2);
     const sweep_output good = run_sweep(be, c, collect_machine_info("test"), {});
     for (const point_result & r : good.results) {
-        CHECK(r.status == "ok");
+        CHECK(r.status == point_status::ok);
         CHECK(r.err_check >= 0);
         CHECK(r.err_check <= fa_tolerance(r.point.type, r.point.type));
         CHECK(r.fa.n == 1);
@@ -500,7 +503,7 @@ TEST_CASE("points above the buffer cap are skipped with a reason") {
     cpu_backend be(1);
     thread_pool pool(1);
     const point_result r = bench_point_run(be, pool, c, {0, 4096, ggml_type::f16, 1}, 1.0);
-    CHECK(r.status == "skipped");
+    CHECK(r.status == point_status::skipped);
     CHECK(r.note.find("--max-buffer-mib") != std::string::npos);
     CHECK(r.fa.n == 0);
 }
@@ -632,13 +635,13 @@ TEST_CASE("kvbench sweep: probe and buffer sizes beyond 80 % of RAM exit 2; a ba
     // a point that runs out of memory is kept as skipped, with a note; the sweep goes on
     cpu_backend be(c.threads);
     sweep_hooks hooks;
-    hooks.timer = [](int, const std::function<void(int)> &) -> time_stats { throw std::bad_alloc(); };
+    hooks.clock = [](const std::function<void()> &) -> double { throw std::bad_alloc(); };
     hooks.measure_limit = [](const sweep_config & cc, const std::string & host) { return run_limit{cc.shard.index, host, 10, 20}; };
     c = tiny_config();
     const sweep_output o = run_sweep(be, c, collect_machine_info("test"), hooks);
     REQUIRE(o.results.size() == 6);
     for (const point_result & r : o.results) {
-        CHECK(r.status == "skipped");
+        CHECK(r.status == point_status::skipped);
         CHECK(r.note.find("out of memory") != std::string::npos);
         CHECK(r.kv_bytes > 0);
     }
@@ -678,22 +681,19 @@ TEST_CASE("a stop request abandons the point in progress between timed calls") {
     cpu_backend be(c.threads);
     thread_pool pool(c.threads);
     std::atomic<bool> stop{true};
-    CHECK_THROWS_AS(bench_point_run(be, pool, c, {0, 256, ggml_type::f16, 1}, 1.0, {}, &stop), point_interrupted);
+    CHECK_THROWS_AS(bench_point_run(be, pool, c, {0, 256, ggml_type::f16, 1}, 1.0, {}, &stop), loop_interrupted);
 
     // raised during the 2nd point's timing: the 1st point is kept, the 2nd dropped, the run flagged
     stop = false;
-    int loops = 0;
+    int calls = 0;
     sweep_hooks hooks;
     hooks.stop = &stop;
     hooks.measure_limit = [](const sweep_config & cc, const std::string & host) { return run_limit{cc.shard.index, host, 10, 20}; };
-    hooks.timer = [&](int repeats, const std::function<void(int)> & call) {
-        std::vector<double> ns;
-        for (int i = 0; i <= repeats; ++i) {
-            call(i);
-            if (i > 0) ns.push_back(1.0);
-        }
-        if (++loops == 6) stop = true;   // point 1 has 4 backend-timed loops (mask, update, fa, K-shift)
-        return summarize(ns);
+    hooks.clock = [&](const std::function<void()> & call) {
+        call();
+        // point 1 has 4 backend-timed loops (mask, update, fa, K-shift) of 2 calls (warm-up, 1 repeat)
+        if (++calls == 10) stop = true;
+        return 1.0;
     };
     const sweep_output o = run_sweep(be, c, collect_machine_info("test"), hooks);
     CHECK(o.results.size() == 1);
@@ -818,10 +818,7 @@ TEST_CASE("merge refuses unknown statuses, negative or non-finite bandwidths and
     const sweep_output a = fake_shard(c, {0, 2}), b = fake_shard(c, {1, 2});
     const std::vector<std::string> names = {"s0/kvbench.json", "s1/kvbench.json"};
     sweep_output x = b;
-    x.results[0].status = "weird";
-    has(merge_error({a, x}, names), "s1/kvbench.json: point 1 has status 'weird'; expected 'ok', 'skipped' or 'failed'");
-    x = b;
-    x.results[0].status = "skipped";
+    x.results[0].status = point_status::skipped;
     CHECK(merge_error({a, x}, names) == "(no error)");
     x = b;
     x.limits[0].read_gbs = -5;
@@ -850,7 +847,7 @@ TEST_CASE("merge refuses unknown statuses, negative or non-finite bandwidths and
     std::ofstream(dir / "bad/kvbench.json") << j.dump();
     const auto r = run_kvbench("merge " + (dir / "s0") + " " + (dir / "bad") + " -o " + (dir / "merged"));
     CHECK(r.rc == 2);
-    CHECK_MESSAGE(r.err.find("has status 'weird'") != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find("point 1 has status 'weird'; expected 'ok', 'skipped' or 'failed'") != std::string::npos, r.err);
     CHECK_FALSE(fs::exists(dir / "merged"));
 }
 

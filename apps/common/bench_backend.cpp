@@ -22,11 +22,7 @@ bench_backend make_cuda_bench() {
     // wrapped in NVTX ranges (kq_mask / attention / k_shift) for nsys and ncu --nvtx (docs/profiling.md)
     b.be = make_nvtx_backend(make_cuda_backend(0, false));
     b.device = cuda_current_device().name;
-    b.timer = [](int repeats, const std::function<void(int)> & call) {
-        int i = 0;  // call(0) is the warm-up, as with the host clock
-        const cuda_timing t = cuda_time_ms([&] { call(i++); }, 1, repeats, true);
-        return time_stats{t.min_ms * 1e6, t.median_ms * 1e6, t.max_ms * 1e6, t.n};
-    };
+    b.clock = cuda_event_timer(true);
     b.measure_limit = [](const sweep_config & c, const std::string & host) {
         const bandwidth_result r = cuda_copy_bandwidth(c.limit_bytes, 10);
         return run_limit{c.shard.index, host, r.read_gbs, r.copy_gbs};

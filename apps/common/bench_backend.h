@@ -9,17 +9,17 @@
 
 namespace kvsim {
 
-// An attention backend with the timing and limit probe that suit it (sweep_hooks::timer / measure_limit).
+// An attention backend with the clock and limit probe that suit it (sweep_hooks::clock / measure_limit).
 struct bench_backend {
     std::unique_ptr<attn_backend> be;
-    call_timer timer;                                                                       // empty: host clock
+    call_clock clock;                                                                       // empty: host clock
     std::function<run_limit(const sweep_config &, const std::string & host)> measure_limit;  // empty: CPU probe
     std::string device;                                                                     // GPU name, "" on CPU
 };
 
 // "cpu" -> cpu_backend(n_threads), host clock, STREAM-style CPU probe.
-// "cuda" -> the asynchronous CUDA backend on device 0, timed with CUDA events after an L2 flush (median of
-// --repeats launches after one warm-up), limit = device-to-device copy bandwidth (c.limit_bytes, 10 repeats,
+// "cuda" -> the asynchronous CUDA backend on device 0, its calls timed with CUDA events after an L2 flush
+// (cuda_event_timer as the one timing loop's clock), limit = device-to-device copy bandwidth (c.limit_bytes, 10 repeats,
 // bytes read + written per second: issue 8 states its goals against it).
 // Throws usage_error when this binary has no CUDA backend (built without KVSIM_HAVE_CUDA) or no usable CUDA
 // device exists (with the runtime's reason); anything else: usage_error listing the choices.

@@ -8,6 +8,8 @@
 #include "timing/kernel_hooks.h"
 #include "core/errors.h"
 #include "util/interrupt.h"
+#include "util/sample_stats.h"
+#include "util/timing_loop.h"
 #ifdef KVSIM_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
@@ -32,7 +34,7 @@ device_profile host_device(int threads) {
     double best = 0;
     try {
         read_probe probe(size_t(512) << 20, n);
-        for (int i = 0; i < 5; ++i) best = std::max(best, probe.read_gbs());
+        best = summarize(sample_loop({0, 5, nullptr}, [&](int) { return probe.read_gbs(); })).max;
     } catch (const std::bad_alloc &) {   // ulimit -v, a small container: say which buffer, not "std::bad_alloc"
         throw usage_error("--device host: cannot allocate the 512 MiB buffer of the read-bandwidth probe (memory limit?); "
                           "use a shipped device, a profile file, or --bandwidth-gbs");

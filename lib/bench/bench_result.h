@@ -1,11 +1,11 @@
-// kvbench results: per-point timings, the machine and the measured bandwidth limit of a run, their JSON form, and
-// the merge of shard outputs (kvbench merge).
+// kvbench results: per-point timings and the measured bandwidth limit of a run, the machine it ran on, and the
+// tables that name their kvbench.json keys. Their JSON form: bench/bench_json.h; the merge of shard outputs:
+// bench/bench_merge.h; the machine's description: bench/machine_probe.h.
 #pragma once
 
 #include "bench/sweep_spec.h"
 
-#include <nlohmann/json.hpp>
-
+#include <array>
 #include <string>
 #include <vector>
 
@@ -18,15 +18,30 @@ struct time_stats {
     double max_ns = 0.0;
     int n = 0;
 };
-// Statistics of samples (ns); empty samples give n == 0.
-time_stats summarize(std::vector<double> samples);
+// Statistics of per-call times in ns (util/timing_loop.h); empty samples give n == 0.
+time_stats time_stats_of(std::vector<double> ns);
 
-// One point of a sweep. status "ok", "skipped" (note says why) or "failed" (the kernel's output differed from the
-// reference or Eigen by more than the backend's tolerance: no timing of it is kept, note says by how much); a
-// skipped baseline leaves its stats at n == 0 with the reason in note.
+// The kvbench.json keys of a time_stats' fields (one table for the writer, the reader and merge's checks).
+struct time_stats_key {
+    const char * key;
+    double time_stats::*member;
+};
+inline constexpr std::array<time_stats_key, 3> time_stats_keys = {
+    {{"min_ns", &time_stats::min_ns}, {"median_ns", &time_stats::median_ns}, {"max_ns", &time_stats::max_ns}}};
+inline constexpr const char * time_stats_n_key = "n";
+
+// What became of a point: measured; skipped (note says why); failed (the kernel's output differed from the
+// reference or Eigen by more than the backend's tolerance: no timing of it is kept, note says by how much).
+enum class point_status { ok, skipped, failed };
+// "ok", "skipped", "failed": the form in kvbench.json, kvbench.csv and the table.
+const char * to_string(point_status s);
+// The inverse of to_string; throws std::invalid_argument quoting s and the three choices for anything else.
+point_status parse_point_status(const std::string & s);
+
+// One point of a sweep; a skipped baseline leaves its stats at n == 0 with the reason in note.
 struct point_result {
     bench_point point;
-    std::string status = "ok";
+    point_status status = point_status::ok;
     std::string note;
     size_t kv_bytes = 0;        // K+V bytes one flash-attention call reads (kernels/bytes.h fa_kv_bytes)
     size_t mask_bytes = 0;      // bytes of the f16 KQ mask written by a full build
@@ -50,7 +65,7 @@ struct point_result {
     double err_vs_eigen = -1;   // max abs difference of the outputs, -1 = not compared
     double err_vs_ref = -1;
     // the first (warm-up) call's output vs the naive reference on stream 0, checked before anything is timed
-    // (status "failed" when above the backend's tolerance or NaN; -1 = not checked, a run written before it existed)
+    // (status failed when above the backend's tolerance or NaN; -1 = not checked, a run written before it existed)
     double err_check = -1;
 
     // Derived from the median time: GB/s = kv_bytes / median_ns; fraction of limit_read_gbs;
@@ -63,6 +78,18 @@ struct point_result {
     double ref_ratio() const;
 };
 
+// The timed kernels of a point and their kvbench.json keys (one table for the writer, the reader and merge's checks).
+struct point_timing_key {
+    const char * key;
+    time_stats point_result::*member;
+};
+inline constexpr std::array<point_timing_key, 6> point_timing_keys = {{{"flash_attn", &point_result::fa},
+                                                                       {"mask_full", &point_result::mask_full},
+                                                                       {"mask_update", &point_result::mask_update},
+                                                                       {"k_shift", &point_result::kshift},
+                                                                       {"eigen", &point_result::eigen},
+                                                                       {"reference", &point_result::ref}}};
+
 // Where and how a run happened (written into kvbench.json).
 struct machine_info {
     std::string cpu_model;
@@ -74,15 +101,6 @@ struct machine_info {
     std::string host;
     std::string kernel_path;  // the CPU kernels' instruction set and loops (cpu_backend::path_name), "" = unknown
 };
-// Read /proc/cpuinfo, std::thread::hardware_concurrency, /proc/driver/nvidia, `git rev-parse --short HEAD`
-// (run in the current directory; "unknown" when it fails), the clock and the host name. Never throws.
-machine_info collect_machine_info(const std::string & build_type);
-
-// Size of the largest (last-level) CPU cache in bytes from /sys/devices/system/cpu/cpu0/cache (sizes like
-// "32768K" or "300M"); 0 when unknown. A VM may report the whole socket's cache.
-size_t last_level_cache_bytes();
-// Size in bytes of cpu0's largest data or unified cache at `level` (2 = L2, per core on current x86); 0 when unknown.
-size_t cpu_cache_bytes(int level);
 
 // The measured limit of one run (kernels/bandwidth.h), GB/s.
 struct run_limit {
@@ -107,17 +125,5 @@ struct sweep_output {
     std::vector<std::string> notes;
     bool interrupted = false;
 };
-
-nlohmann::json to_json(const sweep_output & o);
-// Throws std::runtime_error naming the missing/invalid field.
-sweep_output sweep_output_from_json(const nlohmann::json & j);
-
-// Join shard outputs into one run (shard 0/1, points sorted by plan index). names[i] labels parts[i] in errors
-// (its kvbench.json path; "input i+1" when missing). Throws usage_error naming the input and the value when the
-// inputs are empty, describe different sweeps (same_sweep), have different shard counts, repeat or miss a shard,
-// hold no points, hold a point that is not the sweep plan's point of the file's shard (index out of range, another
-// shard's index, other ctx/type/batch), miss points without being flagged interrupted, or contain the same point
-// twice. Interrupted shards are merged and flagged interrupted.
-sweep_output merge_outputs(const std::vector<sweep_output> & parts, const std::vector<std::string> & names = {});
 
 }  // namespace kvsim

@@ -1,5 +1,7 @@
 #include "bench/bench_writers.h"
 
+#include "bench/bench_json.h"
+
 #include "util/atomic_file.h"
 #include "core/errors.h"
 #include "util/xml_escape.h"
@@ -74,11 +76,11 @@ void write_table(std::ostream & os, const sweep_output & o) {
                    r.roof_frac > 0 ? fmt::format("{:.0f}", 100 * r.roof_frac) : "-",
                    r.fa.n ? fmt::format("{:.0f}", r.tokens_per_s()) : "-", ratio(r.eigen_ratio()),
                    ratio(r.ref_ratio()), us(r.mask_full), us(r.mask_update), us(r.kshift),
-                   r.status == "ok" ? r.note : r.status + ": " + r.note);
+                   r.status == point_status::ok ? r.note : std::string(to_string(r.status)) + ": " + r.note);
     }
     fmt::print(os, "xEigen / xRef = baseline median time / kernel median time (> 1: the kernel is faster).\n");
     if (o.interrupted) fmt::print(os, "INTERRUPTED: only the points above were measured.\n");
-    const auto failed = std::count_if(o.results.begin(), o.results.end(), [](const point_result & r) { return r.status == "failed"; });
+    const auto failed = std::count_if(o.results.begin(), o.results.end(), [](const point_result & r) { return r.status == point_status::failed; });
     if (failed > 0) {
         fmt::print(os, "FAILED: {} point(s) gave a wrong output (above): their times are not reported and kvbench exits 1.\n",
                    failed);
@@ -90,7 +92,7 @@ void write_csv(std::ostream & os, const sweep_output & o) {
     for (const point_result & r : o.results) {
         fmt::print(os, "{},{},{},{},{},{},{},{:.0f},{:.0f},{:.0f},{:.4f},{:.4f},{:.3f},{:.5f},{:.2f},{:.0f},{:.0f},{:.0f},"
                        "{:.0f},{:.4f},{:.0f},{:.4f},{:.3g},{:.3g},{:.3f},{:.5f},{:.3f},{:.5f},{},{}\n",
-                   r.point.index, r.point.ctx, ggml_type_name(r.point.type), r.point.batch, r.status, r.kv_bytes,
+                   r.point.index, r.point.ctx, ggml_type_name(r.point.type), r.point.batch, to_string(r.status), r.kv_bytes,
                    r.copies, r.fa.min_ns, r.fa.median_ns, r.fa.max_ns, r.gbs(), r.gbs_best(), r.limit_read_gbs,
                    r.frac_limit(), r.tokens_per_s(), r.mask_full.median_ns, r.mask_update.median_ns,
                    r.kshift.median_ns, r.eigen.median_ns, r.eigen_ratio(), r.ref.median_ns, r.ref_ratio(),

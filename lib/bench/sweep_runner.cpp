@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -16,12 +15,14 @@
 #include "core/errors.h"
 #include "cpu/eigen_attention.h"
 #include "bytes.h"
+#include "bench/machine_probe.h"
 #include "cpu/cpu_backend.h"
 #include "hadamard.h"
 #include "kv_content.h"
 #include "quant.h"
 #include "reference.h"
 #include "util/nvtx.h"
+#include "util/sample_stats.h"
 
 namespace kvsim {
 
@@ -43,7 +44,8 @@ double fa_tolerance(ggml_type tk, ggml_type tv) { return tk == ggml_type::f32 &&
 bool within_tolerance(double err, ggml_type tk, ggml_type tv) { return err >= 0 && err <= fa_tolerance(tk, tv); }
 
 int sweep_exit_code(const sweep_output & o) {
-    const bool failed = std::any_of(o.results.begin(), o.results.end(), [](const point_result & r) { return r.status == "failed"; });
+    const bool failed = std::any_of(o.results.begin(), o.results.end(),
+                                    [](const point_result & r) { return r.status == point_status::failed; });
     return failed ? 1 : 0;
 }
 
@@ -58,31 +60,13 @@ struct host_buffer {
     char * data() const { return p.get(); }
 };
 
-void check_stop(const std::atomic<bool> * stop) {
-    if (stop && stop->load()) throw point_interrupted();
-}
-
-// stop: checked before every call (warm-up included); a raised flag abandons the point (point_interrupted).
-// after(i, ns): run untimed right after timed call i.
-template <class F>
-time_stats time_calls(int repeats, F && call, const std::atomic<bool> * stop = nullptr,
-                      const std::function<void(int, double)> & after = {}) {
-    check_stop(stop);
-    call(0);  // warm-up
-    std::vector<double> ns;
-    for (int i = 1; i <= repeats; ++i) {
-        check_stop(stop);
-        const auto t0 = std::chrono::steady_clock::now();
-        call(i);
-        ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
-        if (after) after(i, ns.back());
-    }
-    return summarize(std::move(ns));
-}
-
-time_stats timed(const call_timer & timer, int repeats, const std::function<void(int)> & call) {
-    return timer ? timer(repeats, call) : time_calls(repeats, call);
-}
+// How a point times a kernel: the one timing loop (spec: warm-up, repeats, stop flag) with the run's clock (empty:
+// the host clock), as per-call time statistics.
+struct point_timer {
+    loop_spec spec;
+    call_clock clock;
+    time_stats operator()(const std::function<void(int)> & call) const { return time_stats_of(time_loop(spec, call, clock)); }
+};
 
 bool on_host(const attn_backend & be) { return be.kind() == backend_kind::cpu; }
 
@@ -153,8 +137,7 @@ struct mask_inputs {
 // ctx-2 to ctx-1), timed on a copy of the previous mask. Repeating the update on its own result does the same
 // work (the same cells rewritten with the same values), so no restore sits between the timed calls. Returns the
 // full mask in backend memory.
-std::shared_ptr<void> time_masks(attn_backend & be, const sweep_config & c, const bench_point & p, const call_timer & timer,
-                                 point_result & r) {
+std::shared_ptr<void> time_masks(attn_backend & be, const bench_point & p, const point_timer & timed, point_result & r) {
     kq_mask_desc md;
     md.n_kv = p.ctx;
     md.n_tps = 1;
@@ -163,7 +146,7 @@ std::shared_ptr<void> time_masks(attn_backend & be, const sweep_config & c, cons
     mask_inputs in(p.ctx, p.batch);
     const size_t bytes = (size_t) (p.ctx * p.batch) * sizeof(uint16_t);
     std::shared_ptr<void> mask = be.alloc(bytes);
-    r.mask_full = timed(timer, c.repeats, [&](int) { be.build_kq_mask(md, in.streams.data(), mask.get()); });
+    r.mask_full = timed([&](int) { be.build_kq_mask(md, in.streams.data(), mask.get()); });
     if (p.ctx < 2) return mask;
 
     const size_t last = (size_t) p.ctx - 1;
@@ -180,7 +163,7 @@ std::shared_ptr<void> time_masks(attn_backend & be, const sweep_config & c, cons
     for (int64_t s = 0; s < p.batch; ++s) {
         ch[(size_t) s] = {{(uint32_t) last}, {(llama_pos) p.ctx - 2}, {(llama_seq_id) s}};
     }
-    r.mask_update = timed(timer, c.repeats, [&](int) { be.update_kq_mask(md, in.streams.data(), ch.data(), upd.get()); });
+    r.mask_update = timed([&](int) { be.update_kq_mask(md, in.streams.data(), ch.data(), upd.get()); });
     std::vector<uint16_t> full(bytes / 2), inc(bytes / 2);
     be.download(full.data(), mask.get(), bytes);
     be.download(inc.data(), upd.get(), bytes);
@@ -190,7 +173,7 @@ std::shared_ptr<void> time_masks(attn_backend & be, const sweep_config & c, cons
 
 void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & fd, const kv_tensor & k0,
                 const kv_tensor & v0, const std::vector<float> & q, ggml_type q_dot, const std::vector<float> & kernel_out,
-                thread_pool & pool, const std::atomic<bool> * stop, point_result & r) {
+                thread_pool & pool, const point_timer & timed, point_result & r) {
     const int64_t row = c.head_dim * c.n_head_kv;
     const size_t f32_bytes = (size_t) (p.ctx * p.batch * row) * 2 * sizeof(float);
     if (f32_bytes > c.eigen_max_bytes) {
@@ -224,10 +207,10 @@ void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & f
     eigen_attn_shape es{c.head_dim, c.n_head, c.n_head_kv, p.ctx, p.batch, fd.scale};
     std::vector<float> out(q.size());
     std::vector<std::vector<float>> scratch;
-    r.eigen = time_calls(c.repeats, [&](int i) {
+    r.eigen = timed([&](int i) {
         const size_t off = n_one * (size_t) (i % copies);
         eigen_decode_attention(es, qr.data(), kf.data() + off, vf.data() + off, out.data(), pool, scratch);
-    }, stop);
+    });
     if (fd.rot.v()) fwht_blocks(out.data(), (int64_t) out.size(), fd.rot.n_v);
     r.err_vs_eigen = max_abs_diff(out, kernel_out);
 }
@@ -243,15 +226,8 @@ void time_reference(const sweep_config & c, const bench_point & p, const fa_desc
     }
     std::vector<float> out(kernel_out.size());
     a.out = out.data();
-    const int reps = std::min(c.repeats, 3);
-    std::vector<double> ns;
-    for (int i = 0; i < reps; ++i) {
-        check_stop(stop);
-        const auto t0 = std::chrono::steady_clock::now();
-        ref_flash_attn(fd, a, q_dot);
-        ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
-    }
-    r.ref = summarize(std::move(ns));
+    // slow (double, one thread): no warm-up, at most 3 calls
+    r.ref = point_timer{{0, std::min(c.repeats, 3), stop}, {}}([&](int) { ref_flash_attn(fd, a, q_dot); });
     r.err_vs_ref = max_abs_diff(out, kernel_out);
 }
 
@@ -271,14 +247,14 @@ double check_first_call(const fa_desc & fd, const fa_args & h, ggml_type q_dot, 
 // Marks r failed (and drops its flash-attention time) when err is beyond the tolerance or NaN.
 void fail_if_wrong(point_result & r, const char * against, double err) {
     if (err == -1 || within_tolerance(err, r.point.type, r.point.type)) return;
-    r.status = "failed";
+    r.status = point_status::failed;
     r.fa = {};
     r.note = fmt::format("max |kernel - {}| = {} > tolerance {:g}{}{}", against, std::isnan(err) ? "NaN" : fmt::format("{:.3g}", err),
                          fa_tolerance(r.point.type, r.point.type), r.note.empty() ? "" : "; ", r.note);
 }
 
 void time_kshift(attn_backend & be, const sweep_config & c, const bench_point & p, const kv_tensor & k_all,
-                 const attn_rot & rot, int copies, const call_timer & timer, point_result & r) {
+                 const attn_rot & rot, int copies, const point_timer & timed, point_result & r) {
     kshift_desc kd;
     kd.rope.n_rot = (int) c.head_dim;
     kd.rope.mode = c.rope_neox ? rope_mode::neox : rope_mode::norm;
@@ -288,7 +264,7 @@ void time_kshift(attn_backend & be, const sweep_config & c, const bench_point & 
     const std::vector<int32_t> shift((size_t) (p.ctx * p.batch), -1);
     const std::shared_ptr<void> dshift = backend_copy(be, shift.data(), shift.size() * sizeof(int32_t));
     bool hazard = false;
-    r.kshift = timed(timer, c.repeats, [&](int i) {
+    r.kshift = timed([&](int i) {
         hazard = be.k_shift(kd, copy_view(k_all, p.batch, i % copies), static_cast<const int32_t *>(dshift.get()))
                      .null_rotation_hazard || hazard;
     });
@@ -305,10 +281,7 @@ run_limit measure_run_limit(const sweep_config & c, const std::string & host) {
     double one = 0;  // the read probe on one thread, best of 5 passes after a warm-up, as measure_bandwidth's
     if (c.threads > 1) {
         read_probe probe(c.limit_bytes, 1);
-        for (int rep = 0; rep <= 5; ++rep) {
-            const double g = probe.read_gbs();
-            if (rep > 0) one = std::max(one, g);
-        }
+        one = summarize(sample_loop({1, 5, nullptr}, [&](int) { return probe.read_gbs(); })).max;
     }
     return {c.shard.index, host, b.read_gbs, b.copy_gbs, one};
 }
@@ -377,7 +350,7 @@ public:
         for (int attempt = 0; attempt < 3; ++attempt) {
             double t[2];
             for (int i = 1; i >= 0; --i) {
-                t[i] = time_calls(calls, [&](int) { one_->flash_attn(fd_[i], plan_[i], a_); }).median_ns;
+                t[i] = median(time_loop({1, calls, nullptr}, [&](int) { one_->flash_attn(fd_[i], plan_[i], a_); }));
             }
             if (fd_[1].n_kv == fd_[0].n_kv) return (double) bytes_[1] / t[1] * cores_;
             if (t[1] > t[0]) return (double) (bytes_[1] - bytes_[0]) / (t[1] - t[0]) * cores_;
@@ -398,21 +371,13 @@ private:
 }  // namespace
 
 point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
-                             double read_gbs, const call_timer & backend_timer, const std::atomic<bool> * stop) {
+                             double read_gbs, const call_clock & clock, const std::atomic<bool> * stop) {
     point_result r = point_header(c, p, read_gbs);
-    // every timed loop checks the stop flag between calls, whichever clock times it
-    // (outside the timed interval on the host clock)
-    const call_timer timer = [&](int repeats, const std::function<void(int)> & call) {
-        if (!backend_timer) return time_calls(repeats, call, stop);
-        const std::function<void(int)> guarded = [&](int i) {
-            check_stop(stop);
-            call(i);
-        };
-        return backend_timer(repeats, guarded);
-    };
+    const point_timer timed{{1, c.repeats, stop}, clock};
+    const point_timer host_timed{{1, c.repeats, stop}, {}};  // the baselines run on the host
     const size_t one = point_kv_bytes(c, p);
     if (one > c.max_buffer_bytes) {
-        r.status = "skipped";
+        r.status = point_status::skipped;
         r.note = fmt::format("K+V {} MiB > --max-buffer-mib {}", one >> 20, c.max_buffer_bytes >> 20);
         return r;
     }
@@ -435,7 +400,7 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
             }
         }
     }
-    const std::shared_ptr<void> mask = time_masks(be, c, p, timer, r);
+    const std::shared_ptr<void> mask = time_masks(be, p, timed, r);
 
     // kernels read backend memory; the baselines below read the host copies
     const std::shared_ptr<void> kd = backend_copy(be, kb.data(), k_all.total_bytes());
@@ -468,14 +433,14 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
               nullptr};
     r.err_check = check_first_call(fd, h, be.fa_q_dot_type(p.type), out0);
     fail_if_wrong(r, "reference", r.err_check);
-    if (r.status == "failed") return r;  // no timing of a wrong kernel
+    if (r.status == point_status::failed) return r;  // no timing of a wrong kernel
     const auto fa_call = [&](int i) {
         a.k = copy_view(k_dev, p.batch, i % r.copies);
         a.v = copy_view(v_dev, p.batch, i % r.copies);
         be.flash_attn(fd, plan, a);
     };
-    if (backend_timer || !on_host(be)) {
-        r.fa = timed(timer, c.repeats, fa_call);
+    if (clock || !on_host(be)) {
+        r.fa = timed(fa_call);
     } else {
         // each timed call is followed by one read pass of the probe and the compute roof: the call's GB/s over the
         // pass's (adj_frac) and the roof's over the pass's (roof_frac) compare them in the same second; freed before
@@ -483,27 +448,26 @@ point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_
         read_probe probe(c.limit_bytes, c.threads);
         roof_meter roof(c, p, fd, a);
         std::vector<double> probe_gbs, frac, roof_gbs, roof_frac;
-        r.fa = time_calls(c.repeats, fa_call, stop, [&](int, double ns) {
+        r.fa = time_stats_of(time_loop(timed.spec, fa_call, {}, [&](int, double ns) {
             probe_gbs.push_back(probe.read_gbs());
             frac.push_back((double) r.kv_bytes / ns / probe_gbs.back());
             if (const double g = roof.gbs(); g > 0) {
                 roof_gbs.push_back(g);
                 roof_frac.push_back(g / probe_gbs.back());
             }
-        });
-        // summarize: statistics of any samples
-        r.adj_read_gbs = summarize(std::move(probe_gbs)).median_ns;
-        r.adj_frac = summarize(std::move(frac)).median_ns;
-        r.roof_gbs = summarize(std::move(roof_gbs)).median_ns;
-        r.roof_frac = summarize(std::move(roof_frac)).median_ns;
+        }));
+        r.adj_read_gbs = median(std::move(probe_gbs));
+        r.adj_frac = median(std::move(frac));
+        r.roof_gbs = median(std::move(roof_gbs));
+        r.roof_frac = median(std::move(roof_frac));
         r.roof_ctx = roof.cells();
     }
 
-    time_eigen(c, p, fd, h.k, h.v, q, be.fa_q_dot_type(p.type), out0, pool, stop, r);
+    time_eigen(c, p, fd, h.k, h.v, q, be.fa_q_dot_type(p.type), out0, pool, host_timed, r);
     time_reference(c, p, fd, h, be.fa_q_dot_type(p.type), out0, stop, r);
     fail_if_wrong(r, "Eigen", r.err_vs_eigen);
     fail_if_wrong(r, "reference", r.err_vs_ref);
-    time_kshift(be, c, p, k_dev, rot, r.copies, timer, r);  // last: it rewrites K
+    time_kshift(be, c, p, k_dev, rot, r.copies, timed, r);  // last: it rewrites K
     return r;
 }
 
@@ -522,9 +486,9 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
         "pos ctx-1 (every cell attended)",
         fmt::format("K/V rotated among copies so >= {} MiB (2x the last-level cache, at least 64 MiB) cycle between "
                     "calls: no point is timed from cache; column 'copies'{}",
-                    c.rotate_bytes >> 20, hooks.timer ? "; device L2 flushed before every timed call" : ""),
+                    c.rotate_bytes >> 20, hooks.clock ? "; device L2 flushed before every timed call" : ""),
         "quantized K/V are Hadamard-rotated as llama_kv_cache does by default (attn_rot_config)",
-        hooks.timer ? "times: CUDA events, one warm-up call, then --repeats calls; GB/s and %lim from the median time, "
+        hooks.clock ? "times: CUDA events, one warm-up call, then --repeats calls; GB/s and %lim from the median time, "
                       "limit = device-to-device copy bandwidth (read + written bytes per second) measured in this run"
                     : "times: one warm-up call, then --repeats calls; GB/s and %lim from the median time, limit = read "
                       "bandwidth measured in this run with the same thread count; %adj = median over the timed calls "
@@ -552,13 +516,13 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
         }
         try {
             KVSIM_NVTX_RANGE("step", (int64_t) i + 1);   // one sweep point (docs/profiling.md)
-            o.results.push_back(bench_point_run(be, pool, c, pts[i], o.limits.front().read_gbs, hooks.timer, hooks.stop));
-        } catch (const point_interrupted &) {
+            o.results.push_back(bench_point_run(be, pool, c, pts[i], o.limits.front().read_gbs, hooks.clock, hooks.stop));
+        } catch (const loop_interrupted &) {
             o.interrupted = true;   // the unfinished point is dropped; the measured ones are kept
             break;
         } catch (const std::bad_alloc &) {
             point_result r = point_header(c, pts[i], o.limits.front().read_gbs);
-            r.status = "skipped";
+            r.status = point_status::skipped;
             r.note = fmt::format("out of memory in this point (K+V {} MiB x {} copies, and its baselines; lower "
                                  "--max-buffer-mib, --eigen-max-mib or --ref-max-cells)",
                                  point_kv_bytes(c, pts[i]) >> 20, copies_for(point_kv_bytes(c, pts[i]), c.rotate_bytes));

@@ -7,6 +7,7 @@
 #include "attention.h"
 #include "model/model.h"
 #include "timing/kv_buffers.h"
+#include "util/timing_loop.h"
 
 #include <functional>
 #include <memory>
@@ -19,7 +20,7 @@ struct kernel_drive {
     // Nanoseconds of one group of backend calls (it runs them). Empty: steady_clock around the calls, which must
     // then be synchronous. The CUDA replay passes CUDA events around calls that only enqueue (cuda_event_timer), so
     // launches, host checks and synchronisations are not counted.
-    std::function<double(const std::function<void()> &)> time_ns;
+    call_clock time_ns;
     // Between timed steps of the same mask shape and streams, rewrite only the changed cells and rows
     // (attn_backend::update_kq_mask, same bits as a build) instead of building the mask from scratch. llama.cpp
     // builds it every ubatch on the host (set_input_kq_mask), which the CPU replay mirrors.
