@@ -7,7 +7,7 @@
 # Usage: scripts/check-layers.sh [ROOT]   (ROOT: the source tree, default: this script's repository)
 # Exit: 0 clean, 1 offending edges found, 2 bad usage.
 #
-# A folder is lib/<name> (core, util, kv, model, trace, drive, sched, report, replay, timing, bench),
+# A folder is lib/<name> (core, util, kv, model, trace, drive, time, sched, report, replay, timing, bench),
 # kernels/cuda (cuda), the rest of kernels/ (kernels) or apps/ (apps). An include is resolved as the
 # compiler would: next to the including file, then lib/, kernels/, kernels/cuda/, apps/.
 set -euo pipefail
@@ -26,12 +26,13 @@ kernels: core
 cuda: kernels core
 trace: core util
 drive: trace kv model core util
-sched: drive trace kv model core util
-report: sched drive trace kv model core util
-replay: report sched drive trace kv model core util kernels
-timing: replay report sched drive trace kv model core util kernels
+time: drive trace kv model core util
+sched: time drive trace kv model core util
+report: time sched drive trace kv model core util
+replay: report time sched drive trace kv model core util kernels
+timing: replay report time sched drive trace kv model core util kernels
 bench: drive trace kernels kv model core util
-apps: timing bench replay report sched drive trace kv model core util kernels cuda
+apps: timing bench replay report time sched drive trace kv model core util kernels cuda
 '
 
 declare -A allowed rank

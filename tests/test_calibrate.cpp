@@ -2,7 +2,7 @@
 // the llama-bench replay (ubatches, n_kv) against llama-bench's loop, and bad input (exit 2,
 // one error naming file and field, no profile written).
 #include "cli_test_util.h"
-#include "sched/calibrate.h"
+#include "time/calibrate.h"
 #include "core/errors.h"
 
 #include <doctest/doctest.h>

@@ -4,7 +4,7 @@
 #include "drive/op_runner.h"
 #include "core/errors.h"
 #include "sched/server_sim.h"
-#include "sched/step_time.h"
+#include "time/step_time.h"
 
 #include <doctest/doctest.h>
 
@@ -125,8 +125,8 @@ TEST_CASE("scoped_decode_observer puts the previous observer back, also when an 
     CHECK(run.observer() == &outer);
 }
 
-// server_sim::run chains its step-time collector (a local) in front of the caller's observer; an
-// exception used to leave the door pointing at the dead collector.
+// server_sim::run chains its step-time work collector in front of the caller's observer; an
+// exception used to leave the door pointing at the collector (a dead local then).
 TEST_CASE("server_sim::run ended by an exception leaves the caller's decode observer on the door") {
     context_params cp = one_seq(256);
     context ctx(model_preset("tiny-llama"), cp);

@@ -151,7 +151,8 @@ TEST_CASE("downsample_indices: evenly spaced, first and last kept, never more th
 
 TEST_CASE("cell_map_sampler: dominant state per column, shared cells, holes, K-shift events") {
     context ctx(model_preset("tiny-llama"), params(256, 4, true));
-    cell_map_sampler cm(nullptr, nullptr, 64, 400, 1);
+    const sim_clock clock;
+    cell_map_sampler cm(clock, 64, 400, 1);
     REQUIRE(ctx.decode(run(0, 0, 10), &cm) == DECODE_OK);   // cells 0-9
     REQUIRE(ctx.decode(run(1, 0, 6), &cm) == DECODE_OK);    // cells 10-15
     REQUIRE(cm.maps().size() == 1);
@@ -189,9 +190,10 @@ TEST_CASE("cell_map_sampler: dominant state per column, shared cells, holes, K-s
 
 TEST_CASE("cell_map_sampler: the interval doubles and rows thin out, keeping multiples of it") {
     context ctx(model_preset("tiny-llama"), params(256, 1, false));
-    const uint64_t step = 7;
-    const double t = 1.5;
-    cell_map_sampler cm(&step, &t, 512, 2, 1);
+    sim_clock clock;
+    for (int i = 0; i < 7; ++i) clock.begin_step();
+    clock.advance(1.5);
+    cell_map_sampler cm(clock, 512, 2, 1);
     for (int i = 0; i < 9; ++i) REQUIRE(ctx.decode(run(0, i, 1), &cm) == DECODE_OK);
     const auto & rows = cm.maps().at(0).rows;
     std::vector<uint64_t> ub;
@@ -204,7 +206,8 @@ TEST_CASE("cell_map_sampler: the interval doubles and rows thin out, keeping mul
 
 TEST_CASE("cell_map_sampler: one map per cache of an iSWA model, streams laid end to end") {
     context ctx(model_preset("tiny-gemma3-swa"), params(512, 2, false));
-    cell_map_sampler cm(nullptr, nullptr, 100);
+    const sim_clock clock;
+    cell_map_sampler cm(clock, 100);
     REQUIRE(ctx.decode(run(1, 0, 12), &cm) == DECODE_OK);
     REQUIRE(cm.maps().size() == 2);
     CHECK(cm.maps()[0].cache == "base");
@@ -225,8 +228,8 @@ TEST_CASE("report.html from a scheduler replay: well-formed, one point per occup
     op_runner run_ops(ctx, nullptr, nullptr, nullptr);
     step_time_model tm{device_preset("h200"), ctx.model()};
     server_sim sim(run_ops, server_params{}, tm);
-    occupancy_recorder occ(1, &sim.clock().step, &sim.clock().now, &sim.totals().decode_no_slot);
-    cell_map_sampler cm(&sim.clock().step, &sim.clock().now);
+    occupancy_recorder occ(1, sim.clock(), &sim.totals().decode_no_slot);
+    cell_map_sampler cm(sim.clock());
     fanout fan({&occ, &cm});
     run_ops.set_observer(&fan);
     sim.run(t);

@@ -22,11 +22,11 @@ llama_batch_in run(llama_seq_id s, llama_pos p0, uint32_t n) {
 struct driver {
     context ctx;
     trace_event_recorder & rec;
-    double * now;
+    sim_clock & clock;
     int decode(const llama_batch_in & b, double dt) {
         const int rc = ctx.decode(b, &rec);
         rec.on_op(decode_group_of(b, "d", 0), rc);
-        if (rc == DECODE_OK && now) *now += dt;
+        if (rc == DECODE_OK) clock.advance(dt);
         return rc;
     }
     void op(op_kind k, llama_seq_id s, llama_pos p0, llama_pos p1, int32_t delta, llama_seq_id dst = -1) {
@@ -102,14 +102,14 @@ TEST_CASE("format_problem rejects what the format forbids (the checker can fail)
 }
 
 TEST_CASE("trace events: per-sequence prefill/decode slices merge while back to back; ops and failures as instants") {
-    double now = 0;
-    trace_event_recorder rec(&now);
-    driver d{context(model_preset("tiny-llama"), params(256, 2)), rec, &now};
+    sim_clock now;
+    trace_event_recorder rec(now);
+    driver d{context(model_preset("tiny-llama"), params(256, 2)), rec, now};
     REQUIRE(d.decode(run(0, 0, 12), 0.010) == DECODE_OK);   // 2 ubatches of 8 + 4 tokens, t = [0, 10 ms)
     REQUIRE(d.decode(run(0, 12, 1), 0.002) == DECODE_OK);   // decode, t = [10, 12) ms
     REQUIRE(d.decode(run(0, 13, 1), 0.002) == DECODE_OK);   // decode, t = [12, 14) ms: merged
     rec.step_done();
-    now += 0.1;                                             // idle gap
+    now.advance(0.1);                                            // idle gap
     d.op(op_kind::add, 0, 4, -1, -2);                       // shifted at 114 ms
     REQUIRE(d.decode(run(0, 12, 1), 0.002) == DECODE_OK);   // new decode slice after the instant
     d.op(op_kind::cp, 0, 0, 4, 0, 1);
@@ -165,9 +165,10 @@ TEST_CASE("trace events: per-sequence prefill/decode slices merge while back to 
 }
 
 TEST_CASE("trace events: a no-slot llama_decode is a find_slot instant; op traces use 1 us per op; every = N samples calls") {
-    trace_event_recorder rec(nullptr, 2);
+    sim_clock no_time(false);
+    trace_event_recorder rec(no_time, 2);
     context_params p = params(256, 1);
-    driver d{context(model_preset("tiny-llama"), p), rec, nullptr};
+    driver d{context(model_preset("tiny-llama"), p), rec, no_time};
     for (int i = 0; i < 4; ++i) REQUIRE(d.decode(run(0, i * 60, 60), 0) == DECODE_OK);
     REQUIRE(d.decode(run(0, 240, 60), 0) == DECODE_NO_SLOT);
     std::ostringstream os;

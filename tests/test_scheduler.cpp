@@ -9,7 +9,8 @@
 #include "drive/op_runner.h"
 #include "report/dump_cells.h"
 #include "sched/server_sim.h"
-#include "sched/step_time.h"
+#include "time/step_time.h"
+#include "time/step_timer.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -479,25 +480,26 @@ TEST_CASE("step time: roofline by hand; sim time increases every step; TTFT <= f
         CHECK(s.r(0).finish == doctest::Approx(1.262144e-3 + 1.131072e-3).epsilon(1e-12));
         CHECK(s.sim.totals().sim_seconds == s.r(0).finish);
     }
-    SUBCASE("step_time_model::seconds: weights once per ubatch, K/V of every cache entry") {
-        const step_time_model tm{test_device(), model_preset("tiny-llama")};
+    SUBCASE("step time of a call: weights once per ubatch, K/V of every cache entry") {
+        sim_clock clock;
+        step_timer timer(step_time_model{test_device(), model_preset("tiny-llama")}, clock);
         const ubatch_work w{10, 256, 1, 2, 256};
-        CHECK(tm.seconds({{w}}) == doctest::Approx(1.262144e-3).epsilon(1e-12));
-        CHECK(tm.seconds({{w}, {w}}) == doctest::Approx(2 * 1.262144e-3).epsilon(1e-12));
+        CHECK(timer.decode_done(DECODE_OK, {{w}}, 10, 0).predicted_s == doctest::Approx(1.262144e-3).epsilon(1e-12));
+        CHECK(timer.decode_done(DECODE_OK, {{w}, {w}}, 20, 0).predicted_s == doctest::Approx(2 * 1.262144e-3).epsilon(1e-12));
         // one ubatch in two caches: weights 1,000,000 bytes once + K/V 2 x 131,072 = 1,262,144 bytes -> 1.262144e-3 s;
         // FLOPs 10,000,000 + 2 x 2,621,440 = 15,242,880 -> 1.524288e-3 s: compute-bound
-        CHECK(tm.seconds({{w, w}}) == doctest::Approx(1.524288e-3).epsilon(1e-12));
-        CHECK(tm.seconds({}) == 0.0);
+        CHECK(timer.decode_done(DECODE_OK, {{w, w}}, 10, 0).predicted_s == doctest::Approx(1.524288e-3).epsilon(1e-12));
+        CHECK(timer.decode_done(DECODE_OK, {}, 0, 0).predicted_s == 0.0);
         // h200: 1131072 bytes over 4.8e12 B/s (2.36e-7 s) vs 12621440 flops over 9.89e14 (1.28e-8 s)
         const step_time_model h200{device_preset("h200"), model_preset("tiny-llama")};
-        CHECK(h200.seconds({{w}}) == doctest::Approx(1131072.0 / 4.8e12).epsilon(1e-12));
+        CHECK(h200.ubatch_seconds({w}) == doctest::Approx(1131072.0 / 4.8e12).epsilon(1e-12));
     }
     SUBCASE("many requests") {
         sim_run s(ctx_params(1024, 4, 64), {});
         std::vector<request> rs;
         for (int i = 0; i < 12; ++i) rs.push_back(req(0.0005 * i, 20 + 7 * i, 3 + i % 5));
         std::vector<double> after_step;
-        s.sim.run(trace_of(rs), [&](size_t, size_t) { after_step.push_back(s.sim.clock().now); });
+        s.sim.run(trace_of(rs), [&](size_t, size_t) { after_step.push_back(s.sim.clock().now()); });
         REQUIRE(after_step.size() == s.sim.totals().steps);
         for (size_t i = 1; i < after_step.size(); ++i) CHECK(after_step[i] > after_step[i - 1]);
         for (const auto & r : s.sim.results()) {

@@ -4,9 +4,9 @@
 #include "cli_test_util.h"
 #include "kv/context.h"
 #include "model/model.h"
-#include "sched/device_profile.h"
-#include "sched/step_time.h"
-#include "sched/weight_types.h"
+#include "time/device_profile.h"
+#include "time/step_time.h"
+#include "time/weight_types.h"
 #include "trace/op_trace.h"
 #include "core/errors.h"
 
@@ -152,14 +152,14 @@ TEST_CASE("step time by hand: fractions, overheads, linear attention") {
     CHECK(d.gemm_fraction_at(64) == 0.5);
     // roofline attention: bytes 1e6 + 256 x 256 x 2 = 1131072 over 5 GB/s; flops 4e6 + 4 x 4 x 256 x 128 x 2 = 5048576 over 37.5 GFLOP/s
     const double mem = 1131072.0 / 5e9, comp = 5048576.0 / 37.5e9;
-    CHECK(tm.seconds({{w}}) == doctest::Approx(std::max(mem, comp) + 1e-3 + 2e-5).epsilon(1e-12));
+    CHECK(tm.ubatch_seconds({w}) == doctest::Approx(std::max(mem, comp) + 1e-3 + 2e-5).epsilon(1e-12));
     // linear attention: 1e-12 s per K/V byte, 1e-13 s per FLOP, added
     d.attention = "linear";
     d.attn_s_per_kv_byte = 1e-12;
     d.attn_s_per_flop = 1e-13;
     step_time_model lin{d, m, &parse_weight_file_type("f16")};
     const double dense = std::max(1e6 / 5e9, 4e6 / 37.5e9);
-    CHECK(lin.seconds({{w}}) == doctest::Approx(dense + 131072 * 1e-12 + 1048576 * 1e-13 + 1e-3 + 2e-5).epsilon(1e-12));
+    CHECK(lin.ubatch_seconds({w}) == doctest::Approx(dense + 131072 * 1e-12 + 1048576 * 1e-13 + 1e-3 + 2e-5).epsilon(1e-12));
     // output rows: Llama-3.2-1B's output matrix costs 2 FLOPs per parameter per logits row, not per token
     const step_time_model big{device_preset("cpu"), model_preset("llama-3.2-1b"), nullptr};
     const ubatch_terms t = big.terms({{512, 512, 1, 16, 32768, 1}});

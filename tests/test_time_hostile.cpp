@@ -2,7 +2,7 @@
 // that once crashed, hung, overwrote an input or gave an absurd time; now one error, exit 2,
 // nothing written.
 #include "cli_test_util.h"
-#include "sched/calibrate.h"
+#include "time/calibrate.h"
 #include "core/errors.h"
 
 #include <doctest/doctest.h>

@@ -121,9 +121,8 @@ TEST_CASE("verify: a ubatch whose streams are not consecutive reads each block's
     p.n_seq_max = 3;
     context ctx(model_preset("tiny-llama"), p);
     auto hooks = make_kernel_hooks(verify_every_ubatch(), make_cpu_backend(1), fixed_limit());
-    uint64_t step = 0;
-    double now = 0;
-    hooks->begin(ctx, &step, &now, nullptr);
+    const sim_clock clock;
+    hooks->begin(ctx, clock, nullptr);
     for (llama_seq_id s : {0, 1, 2}) {   // prompts of 10, 17 and 24 tokens, each in its own stream
         llama_batch_in b;
         for (int i = 0; i < 10 + 7 * s; ++i) b.add(i, {s});

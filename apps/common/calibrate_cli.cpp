@@ -2,7 +2,7 @@
 
 #include "common/replay_cli.h"
 #include "replay/replay_options.h"
-#include "sched/calibrate.h"
+#include "time/calibrate.h"
 #include "util/atomic_file.h"
 #include "core/errors.h"
 

@@ -45,7 +45,7 @@ struct memory_breakdown {
     size_t device() const { return model + context + compute; }
 };
 
-// `weight_bytes`: llama_model_size of the model's file type (sched/weight_types.h computes it);
+// `weight_bytes`: llama_model_size of the model's file type (time/weight_types.h computes it);
 // `cache_ram_mib`: llama-server's --cache-ram (MiB; -1 = no limit, 0 = off).
 memory_breakdown compute_memory_breakdown(const model_shape & m, const context_params & p, const context_sizes & s,
                                           double weight_bytes, int64_t cache_ram_mib);

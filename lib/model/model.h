@@ -29,7 +29,7 @@ struct model_shape {
     float attn_softcap = 0.0f;        // Gemma-2 logit soft-capping; 0 = off
     double n_params = 0;              // all weights (llama_model_n_params); set from the dimensions below when n_embd > 0
     // Weight matrix dimensions (GGUF <arch>.embedding_length, feed_forward_length, vocab size); the
-    // step-time model reads the per-group bytes from them (sched/weight_types.h). n_embd 0 = unknown:
+    // step-time model reads the per-group bytes from them (time/weight_types.h). n_embd 0 = unknown:
     // a custom shape whose n_params count as one group.
     uint32_t n_embd = 0;
     uint32_t n_ff = 0;

@@ -12,7 +12,8 @@
 #include "replay/replay_outputs.h"
 #include "report/occupancy.h"
 #include "sched/request_result.h"
-#include "sched/step_time.h"
+#include "time/sim_clock.h"
+#include "time/step_timer.h"
 #include "util/progress.h"
 
 #include <cstdint>
@@ -26,12 +27,11 @@ namespace kvsim {
 
 using terminal_rows = std::vector<std::pair<std::string, std::string>>;   // (name, value), in order
 
-// The replay's clock and how the shared observers sample it (replay_driver::attach). The pointers
-// stay valid until the driver is destroyed.
+// The replay's clock and how the shared observers sample it (replay_driver::attach). The clock and
+// the pointers stay valid until the driver is destroyed.
 struct replay_clock {
-    const uint64_t * step = nullptr;          // the scheduler step, or the op group (op trace) being replayed
-    const double * now = nullptr;             // simulated seconds: occupancy rows and the kernel hooks
-    const double * timeline_now = nullptr;    // the cell map's and the timeline's time; null: none
+    const sim_clock & clock;                  // the scheduler's (a request trace), or op groups done and no time (an op trace)
+    attention_feedback * feedback = nullptr;  // where measured kernel times refine the step time; null: no step time
     const uint64_t * no_slot = nullptr;       // occupancy.csv's count of decode calls without a slot; null: none
     uint64_t occupancy_every = 1;             // an occupancy.csv row every N ubatches
     uint64_t timeline_every = 1;              // the timeline keeps one llama_decode call in N
@@ -57,9 +57,9 @@ public:
 
     // true: requests.csv, steps.csv and --emit-ops are written (a request trace's only).
     virtual bool is_request_trace() const = 0;
-    // Builds what runs the trace on `ctx` with the step-time model `tm` (both outlive drive() and
-    // report(); nothing of the driver uses them afterwards); returns the clock the observers read.
-    virtual replay_clock attach(context & ctx, step_time_model & tm) = 0;
+    // Builds what runs the trace on `ctx` (it outlives drive() and report(); nothing of the driver
+    // uses it afterwards); returns the clock the observers read.
+    virtual replay_clock attach(context & ctx) = 0;
     // Adds the driver's own observers after the shared ones and wires them to what runs the trace.
     virtual void observe(replay_observers & obs, replay_outputs & out) = 0;
     // Runs the whole trace (until interrupted()), calling bar.update(done, total) as it goes.

@@ -4,6 +4,8 @@
 
 #include "kv/context.h"
 #include "report/bandwidth.h"
+#include "time/sim_clock.h"
+#include "time/step_timer.h"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,14 +13,12 @@
 
 namespace kvsim {
 
-struct step_time_model;
-
 class replay_hooks {
 public:
     virtual ~replay_hooks() = default;
-    // Called once the context exists, before the first op. step / sim_time point at the
-    // replay's clock (valid for the whole replay). tm may be updated with measured costs.
-    virtual void begin(context & ctx, const uint64_t * step, const double * sim_time, step_time_model * tm) = 0;
+    // Called once the context exists, before the first op. `clock` is the replay's (valid for the
+    // whole replay); measured costs go to `feedback` (null: the replay has no step time).
+    virtual void begin(context & ctx, const sim_clock & clock, attention_feedback * feedback) = 0;
     // Sees every update (K-shift) and ubatch placement.
     virtual decode_observer * observer() = 0;
     // Called after the replay: rows for bandwidth.csv and a "bandwidth" section for summary.json

@@ -5,14 +5,14 @@
 
 namespace kvsim {
 
-replay_observers::replay_observers(occupancy_recorder & occ, replay_hooks * hooks, cell_dumper * dump, const uint64_t * step,
-                                   const double * now, bool want_report, bool want_timeline, uint64_t timeline_every)
-    : cell_map(step, now) {
+replay_observers::replay_observers(occupancy_recorder & occ, replay_hooks * hooks, cell_dumper * dump, const sim_clock & clock,
+                                   bool want_report, bool want_timeline, uint64_t timeline_every)
+    : cell_map(clock) {
     fan.add(&occ);
     ops.add(dump);
     if (want_report) fan.add(&cell_map);
     if (want_timeline) {
-        timeline = std::make_unique<trace_event_recorder>(now, timeline_every);
+        timeline = std::make_unique<trace_event_recorder>(clock, timeline_every);
         fan.add(timeline.get());
         ops.add(timeline.get());
     }

@@ -20,18 +20,18 @@ namespace kvsim {
 
 // Of the cache (fan), in order: occupancy, cell map (when --out), timeline (when --trace-json),
 // then the kernel hooks. Of the op door (ops), in order: the cell dump (--dump-cells), then the
-// timeline. A driver may add its own after these (the request driver: steps.csv). The pointers
-// (step, now, the recorders) must outlive the replay.
+// timeline. A driver may add its own after these (the request driver: steps.csv). The clock and
+// the recorders must outlive the replay.
 struct replay_observers {
     observer_fanout fan;
     op_fanout ops;
     cell_map_sampler cell_map;
     std::unique_ptr<trace_event_recorder> timeline;   // null without --trace-json
 
-    // step / now: the replay's clock as the cell map and the timeline stamp it (now may be null:
-    // no simulated time); timeline_every: the timeline keeps one llama_decode call in N.
-    replay_observers(occupancy_recorder & occ, replay_hooks * hooks, cell_dumper * dump, const uint64_t * step,
-                     const double * now, bool want_report, bool want_timeline, uint64_t timeline_every);
+    // clock: the replay's, as the cell map and the timeline stamp it; timeline_every: the timeline
+    // keeps one llama_decode call in N.
+    replay_observers(occupancy_recorder & occ, replay_hooks * hooks, cell_dumper * dump, const sim_clock & clock,
+                     bool want_report, bool want_timeline, uint64_t timeline_every);
 
     // The op observers for the op door; null when there are none (the door then builds no op records).
     op_observer * op_observers() { return ops.empty() ? nullptr : &ops; }

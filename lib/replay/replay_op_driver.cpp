@@ -30,11 +30,9 @@ public:
 
     bool is_request_trace() const override { return false; }
 
-    replay_clock attach(context & ctx, step_time_model &) override {
+    replay_clock attach(context & ctx) override {
         ctx_ = &ctx;
-        replay_clock c;
-        c.step = &step_;
-        c.now = &no_time_;   // occupancy rows and the kernel hooks read 0 s; the cell map and timeline no time
+        replay_clock c{clock_};
         c.occupancy_every = opt_.occupancy_every ? opt_.occupancy_every : 1;
         return c;
     }
@@ -43,7 +41,7 @@ public:
 
     void drive(replay_observers & obs, progress_bar & bar) override {
         result_ = replay_ops(trace_, *ctx_, obs.op_observers(), &obs.fan, [&](size_t done, size_t total) {
-            step_ = done;
+            clock_.set_step(done);
             bar.update(done, total);
         });
     }
@@ -76,8 +74,7 @@ private:
     const replay_options & opt_;
     op_trace trace_;
     context * ctx_ = nullptr;
-    uint64_t step_ = 0;     // op groups done
-    double no_time_ = 0;    // an op trace has no simulated time
+    sim_clock clock_{false};   // op groups done; an op trace has no simulated time
     op_replay_result result_;
 };
 

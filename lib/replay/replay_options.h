@@ -4,7 +4,7 @@
 #include "kv/context.h"
 #include "model/model.h"
 #include "sched/server_sim.h"
-#include "sched/step_time.h"
+#include "time/step_time.h"
 
 #include <optional>
 #include <string>

@@ -6,7 +6,7 @@
 #include "drive/op_runner.h"
 #include "report/requests_report.h"
 #include "report/steps.h"
-#include "sched/device_profile.h"
+#include "time/device_profile.h"
 #include "sched/server_sim.h"
 #include "trace/op_trace.h"
 #include "trace/request_trace.h"
@@ -140,15 +140,11 @@ public:
 
     bool is_request_trace() const override { return true; }
 
-    replay_clock attach(context & ctx, step_time_model & tm) override {
-        ctx_ = &ctx;
-        tm_ = &tm;
+    replay_clock attach(context & ctx) override {
         run_ = std::make_unique<op_runner>(ctx);
-        sim_ = std::make_unique<server_sim>(*run_, opt_.server, tm);
-        replay_clock c;
-        c.step = &sim_->clock().step;
-        c.now = &sim_->clock().now;
-        c.timeline_now = &sim_->clock().now;
+        sim_ = std::make_unique<server_sim>(*run_, opt_.server, step_time_model{opt_.device, opt_.model, opt_.weights});
+        replay_clock c{sim_->clock()};
+        c.feedback = &sim_->timer();
         c.no_slot = &sim_->totals().decode_no_slot;
         c.occupancy_every = opt_.occupancy_every ? opt_.occupancy_every : auto_occupancy_every(trace_, ctx);
         c.timeline_every = std::max<uint64_t>(1, occ_every_for_timeline(trace_, ctx));
@@ -159,10 +155,9 @@ public:
     // gets them all and --emit-ops' recorder last.
     void observe(replay_observers & obs, replay_outputs & out) override {
         if (out.steps) {
-            steps_ = std::make_unique<steps_recorder>(*tm_, *ctx_, &sim_->clock().now, &sim_->totals().prompt_tokens_decoded,
-                                                      &sim_->totals().gen_tokens_decoded);
-            obs.fan.add(steps_.get());
+            steps_ = std::make_unique<steps_recorder>();
             obs.ops.add(steps_.get());
+            sim_->timer().add_observer(steps_.get());
         }
         run_->add_op_observer(obs.op_observers());
         if (out.emit) run_->add_op_observer(&emit_);
@@ -178,15 +173,16 @@ public:
 
     replay_report report(const context & ctx, const occupancy_recorder & occ, double wall) override {
         const server_totals & tt = sim_->totals();
+        const step_time_model & tm = sim_->timer().model();
         const json lat = latency_summary(sim_->results());
         const json totals = request_totals_json(trace_, tt, ctx);
         replay_report rep;
         rep.summary = {{"kind", "request_trace"},
                        {"format", request_format_name(trace_.format)},
                        {"server", server_json(opt_.server, *sim_)},
-                       {"step_time_model", tm_->describe()},
-                       {"device", device_profile_json(tm_->device)},
-                       {"weights", weights_json(*tm_)},
+                       {"step_time_model", tm.describe()},
+                       {"device", device_profile_json(tm.device)},
+                       {"weights", weights_json(tm)},
                        {"totals", totals},
                        {"latency", lat},
                        {"bookkeeping_tokens_per_second",
@@ -207,10 +203,7 @@ public:
     void write(replay_outputs & out) override {
         if (out.emit) write_op_trace(out.emit->out(), emitted_);
         if (out.requests) write_requests_csv(out.requests->out(), sim_->results());
-        if (steps_) {
-            steps_->finish();
-            steps_->write_csv(out.steps->out());
-        }
+        if (steps_) steps_->write_csv(out.steps->out());
     }
 
 private:
@@ -218,8 +211,6 @@ private:
     request_trace trace_;
     op_trace emitted_;    // --emit-ops: every op the server made, as a replayable op trace
     op_recorder emit_;    // appends to emitted_
-    context * ctx_ = nullptr;
-    step_time_model * tm_ = nullptr;
     std::unique_ptr<op_runner> run_;    // the op door on the context
     std::unique_ptr<server_sim> sim_;   // the server; its clock is the replay's
     std::unique_ptr<steps_recorder> steps_;

@@ -7,7 +7,7 @@
 #include "replay/replay_outputs.h"
 #include "report/dump_cells.h"
 #include "report/occupancy.h"
-#include "sched/weight_types.h"
+#include "time/weight_types.h"
 #include "trace/op_trace.h"
 #include "trace/text_lines.h"
 #include "core/errors.h"
@@ -119,12 +119,10 @@ void replay_with(const replay_options & opt, replay_driver & d, std::ostream & t
         dump = std::make_unique<cell_dumper>(out.dump->out());
         dump->config(ctx);
     }
-    step_time_model tm{opt.device, opt.model, opt.weights};
-    const replay_clock clk = d.attach(ctx, tm);
-    if (hooks) hooks->begin(ctx, clk.step, clk.now, &tm);
-    occupancy_recorder occ(clk.occupancy_every, clk.step, clk.now, clk.no_slot);
-    replay_observers obs(occ, hooks, dump.get(), clk.step, clk.timeline_now, !opt.out_dir.empty(), !opt.trace_json.empty(),
-                         clk.timeline_every);
+    const replay_clock clk = d.attach(ctx);
+    if (hooks) hooks->begin(ctx, clk.clock, clk.feedback);
+    occupancy_recorder occ(clk.occupancy_every, clk.clock, clk.no_slot);
+    replay_observers obs(occ, hooks, dump.get(), clk.clock, !opt.out_dir.empty(), !opt.trace_json.empty(), clk.timeline_every);
     d.observe(obs, out);
 
     progress_bar bar("replay", opt.progress);

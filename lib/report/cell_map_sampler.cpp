@@ -25,9 +25,8 @@ int16_t dominant(const std::vector<std::pair<int16_t, uint32_t>> & counts) {
 }
 }  // namespace
 
-cell_map_sampler::cell_map_sampler(const uint64_t * step, const double * sim_time, uint32_t max_cols, uint32_t max_rows,
-                                   uint64_t every)
-    : step_(step), sim_time_(sim_time), max_cols_(std::max<uint32_t>(1, max_cols)), max_rows_(std::max<uint32_t>(1, max_rows)),
+cell_map_sampler::cell_map_sampler(const sim_clock & clock, uint32_t max_cols, uint32_t max_rows, uint64_t every)
+    : clock_(clock), max_cols_(std::max<uint32_t>(1, max_cols)), max_rows_(std::max<uint32_t>(1, max_rows)),
       every0_(std::max<uint64_t>(1, every)) {}
 
 void cell_map_sampler::on_update(const kv_memory & mem) {
@@ -37,7 +36,7 @@ void cell_map_sampler::on_update(const kv_memory & mem) {
         if (!n) continue;
         uint64_t placed = 0;
         for (const per_cache & pc : state_) placed = pc.cache == c ? pc.n : placed;
-        shifts_.push_back({placed, step_ ? *step_ : 0, sim_time_ ? *sim_time_ : 0, c->name(), n});
+        shifts_.push_back({placed, clock_.step(), clock_.now(), c->name(), n});
     }
 }
 
@@ -71,8 +70,8 @@ void cell_map_sampler::on_apply(const kv_cache & c, const slot_info & sinfo, con
 void cell_map_sampler::snapshot(const kv_cache & c, cell_map & m, uint64_t n) const {
     cell_map_row row;
     row.ubatch = n;
-    row.step = step_ ? *step_ : 0;
-    row.sim_time = sim_time_ ? *sim_time_ : 0;
+    row.step = clock_.step();
+    row.sim_time = clock_.now();
     row.cols.reserve(m.n_cols);
     std::vector<std::pair<int16_t, uint32_t>> counts;
     uint32_t in_col = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kv/context.h"
+#include "time/sim_clock.h"
 
 #include <cstdint>
 #include <string>
@@ -46,13 +47,12 @@ struct k_shift_event {
 // Observer snapshotting each cache every `every` of its ubatches. The interval adapts: when a
 // cache holds 2 * max_rows rows, every other row is dropped and the interval doubles, so a
 // replay of any length keeps between max_rows and 2 * max_rows rows per cache and costs
-// O(max_rows * n_cells * log(ubatches)) cell visits in all. `step` and `sim_time` (may be null)
-// are read at each snapshot, as occupancy_recorder does.
+// O(max_rows * n_cells * log(ubatches)) cell visits in all. The clock's step and time are read at
+// each snapshot, as occupancy_recorder does.
 class cell_map_sampler : public decode_observer {
 public:
     // max_cols >= 1 columns per row, max_rows >= 1; every >= 1 initial interval in ubatches.
-    explicit cell_map_sampler(const uint64_t * step = nullptr, const double * sim_time = nullptr, uint32_t max_cols = 512,
-                              uint32_t max_rows = 400, uint64_t every = 1);
+    explicit cell_map_sampler(const sim_clock & clock, uint32_t max_cols = 512, uint32_t max_rows = 400, uint64_t every = 1);
 
     void on_update(const kv_memory & mem) override;
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override;
@@ -70,8 +70,7 @@ private:
     };
     void snapshot(const kv_cache & c, cell_map & m, uint64_t n) const;
 
-    const uint64_t * step_;
-    const double * sim_time_;
+    const sim_clock & clock_;
     uint32_t max_cols_, max_rows_;
     uint64_t every0_;
     std::vector<per_cache> state_;

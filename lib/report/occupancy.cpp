@@ -5,9 +5,8 @@
 
 namespace kvsim {
 
-occupancy_recorder::occupancy_recorder(uint64_t every, const uint64_t * step, const double * sim_time,
-                                       const uint64_t * failures)
-    : every_(std::max<uint64_t>(1, every)), step_(step), sim_time_(sim_time), failures_(failures) {}
+occupancy_recorder::occupancy_recorder(uint64_t every, const sim_clock & clock, const uint64_t * failures)
+    : every_(std::max<uint64_t>(1, every)), clock_(clock), failures_(failures) {}
 
 void occupancy_recorder::on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) {
     uint32_t used = 0;
@@ -23,8 +22,8 @@ void occupancy_recorder::on_apply(const kv_cache & c, const slot_info & sinfo, c
 occupancy_row occupancy_recorder::measure(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) const {
     occupancy_row r;
     r.ubatch = n_;
-    r.step = step_ ? *step_ : 0;
-    r.sim_time = sim_time_ ? *sim_time_ : 0;
+    r.step = clock_.step();
+    r.sim_time = clock_.now();
     r.cache = c.name();
     r.tokens = ub.n_tokens;
     r.n_kv = n_kv;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kv/context.h"
+#include "time/sim_clock.h"
 
 #include <cstdint>
 #include <ostream>
@@ -35,10 +36,11 @@ struct occupancy_peaks {
 };
 
 // Observer recording a row every `every` ubatches (every >= 1) and peaks on every ubatch.
-// `step`, `sim_time` and `slot_failures` are read through the pointers at each placement.
+// The clock's step and time and `failures` (the count of decode calls without a slot; null: none)
+// are read at each placement.
 class occupancy_recorder : public decode_observer {
 public:
-    occupancy_recorder(uint64_t every, const uint64_t * step, const double * sim_time, const uint64_t * failures);
+    occupancy_recorder(uint64_t every, const sim_clock & clock, const uint64_t * failures);
 
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override;
 
@@ -51,8 +53,7 @@ private:
     occupancy_row measure(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) const;
 
     uint64_t every_;
-    const uint64_t * step_;
-    const double * sim_time_;
+    const sim_clock & clock_;
     const uint64_t * failures_;
     uint64_t n_ = 0;
     occupancy_peaks peaks_;

@@ -34,10 +34,10 @@ json track_order(int tid) {
 }
 }  // namespace
 
-trace_event_recorder::trace_event_recorder(const double * now_s, uint64_t every)
-    : now_s_(now_s), every_(std::max<uint64_t>(1, every)) {}
+trace_event_recorder::trace_event_recorder(const sim_clock & clock, uint64_t every)
+    : clock_(clock), every_(std::max<uint64_t>(1, every)) {}
 
-double trace_event_recorder::now() const { return now_s_ ? *now_s_ * 1e6 : (double) n_ops_; }
+double trace_event_recorder::now() const { return clock_.timed() ? clock_.now() * 1e6 : (double) n_ops_; }
 
 void trace_event_recorder::on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) {
     if (placed_.empty()) close_call(now());
@@ -149,7 +149,7 @@ void trace_event_recorder::seq_op(const op_group & g, double t) {
 void trace_event_recorder::write_json(std::ostream & out, const std::vector<bandwidth_row> * bandwidth) {
     close_call(now());
     out << "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"kvsim 0.1.0\",\"time\":"
-        << (now_s_ ? "\"simulated microseconds\"" : "\"op number (1 us per op)\"") << "},\n\"traceEvents\":[\n";
+        << (clock_.timed() ? "\"simulated microseconds\"" : "\"op number (1 us per op)\"") << "},\n\"traceEvents\":[\n";
     const char * sep = "";
     auto put = [&](const json & j) {
         out << sep << j.dump();

@@ -9,6 +9,7 @@
 #include "drive/op_runner.h"
 #include "kv/context.h"
 #include "report/bandwidth.h"
+#include "time/sim_clock.h"
 #include "trace/op_trace.h"
 
 #include <nlohmann/json.hpp>
@@ -32,8 +33,8 @@ struct trace_event {
 
 // Observer building the timeline from the op stream (on_op, an op observer of the op door) and the
 // cache's placements (on_apply, a decode observer).
-// Time: *now_s (simulated seconds, e.g. &sched_clock::now) read at each event; with now_s null
-// (op traces) op k of the replay is at k microseconds and every op lasts 1 us.
+// Time: the clock's simulated seconds, read at each event; on a clock without time (op traces) op
+// k of the replay is at k microseconds and every op lasts 1 us.
 // A llama_decode call starts at the time of its on_op and lasts until the next op or
 // step_done(), whichever comes first; failed calls (rc != 0) last 0 and add an instant.
 // Per-sequence slices are exact and merged while back to back ("decode" = 1 token of the
@@ -41,12 +42,12 @@ struct trace_event {
 // for one llama_decode call in `every` (>= 1) so that a long replay stays loadable.
 class trace_event_recorder : public decode_observer, public op_observer {
 public:
-    explicit trace_event_recorder(const double * now_s = nullptr, uint64_t every = 1);
+    explicit trace_event_recorder(const sim_clock & clock, uint64_t every = 1);
 
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override;
     void on_op(const op_group & g, int rc) override;
     // The scheduler finished a step and advanced its clock: ends the open llama_decode call at
-    // *now_s. Without it a call ends at the next op (which overstates it across idle gaps).
+    // the clock's time. Without it a call ends at the next op (which overstates it across idle gaps).
     void step_done();
 
     // Events so far (the open call excluded), per track in time order.
@@ -79,7 +80,7 @@ private:
     void seq_op(const op_group & g, double t);
     int seq_track(llama_seq_id s);
 
-    const double * now_s_;
+    const sim_clock & clock_;
     uint64_t every_;
     uint64_t n_ops_ = 0, n_calls_ = 0;
     std::vector<ubatch_rec> placed_;   // ubatches of the call in flight (on_apply precedes on_op)

@@ -43,40 +43,6 @@ struct server_sim::batch_tok {
 };
 
 namespace {
-// Observer that measures each ubatch for the step-time model, then forwards.
-class work_collector : public decode_observer {
-public:
-    work_collector(std::vector<std::vector<ubatch_work>> & work, const context & ctx, decode_observer * next)
-        : work_(work), next_(next), first_cache_(ctx.memory().caches().front()) {
-        const auto & m = ctx.model();
-        bytes_ = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
-        n_swa_layers_ = m.n_layer_swa();
-        n_layer_ = m.n_layer;
-        iswa_ = ctx.memory().caches().size() > 1;
-    }
-    void on_update(const kv_memory & mem) override {
-        if (next_) next_->on_update(mem);
-    }
-    void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override {
-        if (&c == first_cache_) work_.emplace_back();
-        const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
-        work_.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq,   // one logits row per sequence
-                                 ubatch_visible_cells(c, ub)});
-        if (next_) next_->on_apply(c, sinfo, ub, n_kv);
-    }
-    void on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) override {
-        if (next_) next_->on_restore(c, sinfo, ub);
-    }
-
-private:
-    std::vector<std::vector<ubatch_work>> & work_;
-    decode_observer * next_;
-    const kv_cache * first_cache_;
-    size_t bytes_ = 0;
-    uint32_t n_swa_layers_ = 0, n_layer_ = 0;
-    bool iswa_ = false;
-};
-
 // Bytes of one cache's section of a sequence state blob holding `cells` cells over `n_layer`
 // layers (llama_kv_cache::state_write, state_write_meta, state_write_data; one seq id per cell).
 size_t cache_state_bytes(const kv_cache & c, size_t cells, uint32_t n_layer, size_t row_bytes) {
@@ -89,7 +55,7 @@ size_t cache_state_bytes(const kv_cache & c, size_t cells, uint32_t n_layer, siz
 }  // namespace
 
 server_sim::server_sim(op_runner & run, const server_params & p, const step_time_model & tm)
-    : run_(run), p_(p), tm_(tm) {
+    : run_(run), p_(p), timer_(tm, clock_), work_(run.ctx()) {
     const context & ctx = run.ctx();
     n_ctx_slot_ = (int32_t) std::min<uint32_t>(ctx.sizes().n_ctx_seq, ctx.model().n_ctx_train);
     n_swa_ = ctx.model().has_swa() && !ctx.params().swa_full ? (int32_t) ctx.model().n_swa : 0;
@@ -146,7 +112,7 @@ size_t server_sim::seq_state_bytes(const std::vector<saved_cells> & pos, bool sw
 
 void server_sim::enqueue_arrivals(const request_trace & t, size_t & next_arrival) {
     while (next_arrival < t.requests.size() &&
-           (p_.arrivals == arrival_mode::saturate || t.requests[next_arrival].arrival_s <= clock_.now)) {
+           (p_.arrivals == arrival_mode::saturate || t.requests[next_arrival].arrival_s <= clock_.now())) {
         queue_.push_back(next_arrival++);
     }
 }
@@ -197,8 +163,8 @@ server_sim::slot_t * server_sim::get_available_slot(const request & rq) {
 
 void server_sim::launch(slot_t & s, size_t task) {
     request_result & r = results_[task];
-    r.admission = clock_.now;
-    if (p_.arrivals == arrival_mode::saturate) r.arrival = clock_.now;
+    r.admission = clock_.now();
+    if (p_.arrivals == arrival_mode::saturate) r.arrival = clock_.now();
     r.slot = s.id;
     r.n_ram_restored = s.n_restored;
     s.task = (long) task;
@@ -242,6 +208,7 @@ void server_sim::prompt_load(slot_t & s, const request & rq) {
     const auto pos = in_cell_order(it->cells);
     const bool ok = run_.restore(s.id, pos, false, fmt::format("R{}", totals_.ram_restores), run_.ctx().sizes().n_ubatch,
                                  next_line());
+    timer_.restore_done(ok);
     if (!ok) {
         // the state did not fit: upstream logs "failed to restore state" and clears the slot
         prompt_clear(s);
@@ -265,7 +232,7 @@ void server_sim::release(slot_t & s, request_outcome o, const std::string & err)
     request_result & r = results_[s.task];
     r.outcome = o;
     r.error = err;
-    r.finish = clock_.now;
+    r.finish = clock_.now();
     s.st = slot_t::state::idle;
     s.task = -1;
     s.i_batch = -1;
@@ -383,6 +350,7 @@ int32_t server_sim::reuse_from_checkpoint(slot_t & s, int32_t n_past) {
                 if (!run_.restore(s.id, in_cell_order(it->cells), iswa, "C", run_.ctx().sizes().n_ubatch, next_line())) {
                     throw std::logic_error("server_sim: a context checkpoint did not fit back into the cache (upstream aborts)");
                 }
+                timer_.restore_done(true);
                 pos_next = std::min(pos_next, std::max(it->pos_min + 1, it->pos_max));
                 n_past = (int32_t) std::min<int64_t>(std::min(pos_next, s.prompt.tokens.n), it->n_tokens);
                 ++totals_.checkpoints_restored;
@@ -465,12 +433,18 @@ void server_sim::decode_batch(std::vector<batch_tok> & batch) {
         b.pos.clear();
         b.seq_id.clear();
         for (size_t i = off; i < off + n; ++i) b.add(batch[i].pos, {(llama_seq_id) batch[i].slot});
-        work_.clear();
+        work_.work.clear();
         const int rc = run_.decode(b, next_line());
         ++totals_.decode_calls;
+        uint64_t n_prompt = 0;
         if (rc == DECODE_OK) {
-            clock_.now += tm_.seconds(work_);
-            for (size_t i = off; i < off + n; ++i) (batch[i].prompt ? totals_.prompt_tokens_decoded : totals_.gen_tokens_decoded)++;
+            for (size_t i = off; i < off + n; ++i) n_prompt += batch[i].prompt;
+        }
+        const uint64_t n_gen = rc == DECODE_OK ? n - n_prompt : 0;
+        timer_.decode_done(rc, work_.work, n_prompt, n_gen);
+        if (rc == DECODE_OK) {
+            totals_.prompt_tokens_decoded += n_prompt;
+            totals_.gen_tokens_decoded += n_gen;
             post_decode(batch, off, n);
             off += n;
             n_batch = n_batch_full;
@@ -505,7 +479,7 @@ void server_sim::post_decode(const std::vector<batch_tok> & batch, size_t off, s
         request_result & r = results_[s.task];
         if (s.st == slot_t::state::done_prompt) {
             s.st = slot_t::state::generating;
-            r.first_token = clock_.now;
+            r.first_token = clock_.now();
         } else if (s.st != slot_t::state::generating) {
             continue;
         }
@@ -530,8 +504,8 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
         results_[i].n_gen_target = std::max<int32_t>(1, t.requests[i].n_gen);
         results_[i].arrival = t.requests[i].arrival_s;
     }
-    work_collector collector(work_, run_.ctx(), run_.observer());
-    const scoped_decode_observer chained(run_, &collector);   // the caller's observer is back however run() ends
+    work_.next = run_.observer();
+    const scoped_decode_observer chained(run_, &work_);   // the caller's observer is back however run() ends
     size_t next_arrival = 0;
     std::vector<batch_tok> batch;
     while (true) {
@@ -549,7 +523,7 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
         if (!any_processing()) {
             if (!deferred_.empty()) throw std::logic_error("server_sim: deferred tasks with every slot idle");
             if (next_arrival >= t.requests.size()) break;
-            clock_.now = std::max(clock_.now, t.requests[next_arrival].arrival_s);
+            clock_.wait_until(t.requests[next_arrival].arrival_s);
             continue;
         }
         batch.clear();
@@ -558,14 +532,14 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
             if (any_processing()) throw std::logic_error("server_sim: a processing slot produced no token");
             continue;
         }
-        ++clock_.step;
-        KVSIM_NVTX_RANGE("step", (int64_t) clock_.step);   // docs/profiling.md: the step's ops and its decode calls
+        clock_.begin_step();
+        KVSIM_NVTX_RANGE("step", (int64_t) clock_.step());   // docs/profiling.md: the step's ops and its decode calls
         decode_batch(batch);
         if (progress) progress(n_finished_, t.requests.size());
     }
     if (ram_) totals_.ram_evictions = ram_->evictions();
-    totals_.steps = clock_.step;
-    totals_.sim_seconds = clock_.now;
+    totals_.steps = clock_.step();
+    totals_.sim_seconds = clock_.now();
 }
 
 }  // namespace kvsim

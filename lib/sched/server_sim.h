@@ -13,7 +13,9 @@
 #include "drive/op_runner.h"
 #include "sched/prompt_cache.h"
 #include "sched/request_result.h"
-#include "sched/step_time.h"
+#include "time/sim_clock.h"
+#include "time/step_time.h"
+#include "time/step_timer.h"
 #include "trace/request_trace.h"
 
 #include <deque>
@@ -68,17 +70,11 @@ struct server_totals {
     bool interrupted = false;        // Ctrl-C: stopped between steps; unfinished requests stay pending
 };
 
-// Time and step bookkeeping the scheduler exposes to observers (occupancy rows).
-struct sched_clock {
-    uint64_t step = 0;
-    double now = 0;
-};
-
 class server_sim {
 public:
     // run: the op door (dumps/records/observes every cache call); slots = ctx n_seq_max; each
-    // slot's context = min(n_ctx_seq, the model's n_ctx_train) (n_ctx_slot). tm is read at every
-    // step (measured costs may refine it during the replay).
+    // slot's context = min(n_ctx_seq, the model's n_ctx_train) (n_ctx_slot). The scheduler's step
+    // timer times every decode call with (its own copy of) tm and advances the clock.
     server_sim(op_runner & run, const server_params & p, const step_time_model & tm);
     ~server_sim();
 
@@ -88,7 +84,10 @@ public:
 
     const std::vector<request_result> & results() const { return results_; }
     const server_totals & totals() const { return totals_; }
-    const sched_clock & clock() const { return clock_; }
+    const sim_clock & clock() const { return clock_; }
+    // Step observers (steps.csv) and measured kernel times (attention_feedback) attach here.
+    step_timer & timer() { return timer_; }
+    const step_timer & timer() const { return timer_; }
     int32_t n_ctx_slot() const { return n_ctx_slot_; }
 
 private:
@@ -120,7 +119,6 @@ private:
 
     op_runner & run_;
     server_params p_;
-    const step_time_model & tm_;
     int32_t n_ctx_slot_;
     int32_t n_swa_;                  // the server's n_swa: the model's window, 0 with --swa-full
     std::vector<slot_t> slots_;
@@ -130,8 +128,9 @@ private:
     std::deque<size_t> deferred_;    // server_queue::queue_tasks_deferred
     std::unique_ptr<prompt_cache> ram_;
     server_totals totals_;
-    sched_clock clock_;
-    std::vector<std::vector<ubatch_work>> work_;
+    sim_clock clock_;
+    step_timer timer_;               // the one step-time computation per decode call; advances clock_
+    ubatch_work_collector work_;     // the running decode call's placed ubatches, in front of the caller's observer
     llama_batch_in decode_buf_;      // reused by decode_batch: one llama_decode input per step, capacity kept
     long op_line_ = 0;
     int64_t n_released_ = 0;

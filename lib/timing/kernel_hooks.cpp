@@ -24,10 +24,9 @@ public:
     kernel_hooks(const kernel_options & o, std::unique_ptr<attn_backend> be, limit_probe limit, kernel_drive drive)
         : o_(o), be_(std::move(be)), probe_(std::move(limit)), drive_(std::move(drive)), sampler_(o) {}
 
-    void begin(context & ctx, const uint64_t * step, const double * sim_time, step_time_model * tm) override {
-        step_ = step;
-        sim_time_ = sim_time;
-        tm_ = tm;
+    void begin(context & ctx, const sim_clock & clock, attention_feedback * feedback) override {
+        clock_ = &clock;
+        feedback_ = feedback;
         const auto & m = ctx.model();
         const auto & p = ctx.params();
         rot_ = attn_rot_config(p.type_k, p.type_v, m.head_dim, m.head_dim, o_.no_rot);
@@ -91,9 +90,8 @@ private:
     std::unique_ptr<attn_backend> be_;
     limit_probe probe_;
     kernel_drive drive_;
-    const uint64_t * step_ = nullptr;
-    const double * sim_time_ = nullptr;
-    step_time_model * tm_ = nullptr;
+    const sim_clock * clock_ = nullptr;             // from begin()
+    attention_feedback * feedback_ = nullptr;      // from begin(); null: no step time to feed
     attn_rot rot_;
     bandwidth_result limit_;
     std::unique_ptr<kv_buffers> bufs_;        // from begin()
@@ -120,7 +118,7 @@ void kernel_hooks::time_step(cache_buffers & b, const slot_info & sinfo, const u
     const step_times t = kernels_->run(b, d, sinfo, ub);
     acct_.add_spent(t.mask_ns + t.attn_ns * (double) b.k.size());
     acct_.add_step(step_row(b, sinfo, ub, d, t), limit_.read_gbs, t.mask_updated);
-    feed_step_time(tm_, o_.measured_step_time, acct_);
+    feed_step_time(feedback_, o_.measured_step_time, acct_);
     if (verify_now) {
         verify_step(*b.shadow, *b.cache, sinfo, ub, d, kernels_->q(), kernels_->download_out(d), kernels_->rope(),
                     b.k[0].type, b.v[0].type, verify_);
@@ -131,8 +129,8 @@ void kernel_hooks::time_step(cache_buffers & b, const slot_info & sinfo, const u
 bandwidth_row kernel_hooks::step_row(const cache_buffers & b, const slot_info & sinfo, const ubatch & ub,
                                      const fa_desc & d, const step_times & t) const {
     bandwidth_row r;
-    r.step = step_ ? *step_ : 0;
-    r.sim_time = sim_time_ ? *sim_time_ : 0;
+    r.step = clock_->step();
+    r.sim_time = clock_->now();
     r.cache = b.cache->name();
     r.n_kv = (uint32_t) d.n_kv;
     r.tokens = ub.n_tokens;

@@ -1,4 +1,4 @@
-#include "sched/calibrate.h"
+#include "time/calibrate.h"
 
 #include "drive/op_runner.h"
 #include "kv/context.h"

@@ -1,4 +1,4 @@
-#include "sched/weight_types.h"
+#include "time/weight_types.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,13 +1,14 @@
-// Simulated time of a llama_decode step, per ubatch, from the model's weights (sched/weight_types.h:
+// Simulated time of a llama_decode step, per ubatch, from the model's weights (time/weight_types.h:
 // bytes per tensor group for the GGUF file type), the ubatch's placement (tokens, n_kv, streams)
-// and a device profile (sched/device_profile.h). Formula and units: docs/time-model.md.
-// Measured attention kernel times can replace the attention part (measured_s_per_kv_byte).
+// and a device profile (time/device_profile.h). Formula and units: docs/time-model.md.
+// Measured attention kernel times can replace the attention part (measured_s_per_kv_byte). A
+// replay computes each call's time once, in the step timer (time/step_timer.h).
 #pragma once
 
 #include "kv/context.h"
 #include "model/model.h"
-#include "sched/device_profile.h"
-#include "sched/weight_types.h"
+#include "time/device_profile.h"
+#include "time/weight_types.h"
 
 #include <optional>
 #include <string>
@@ -37,7 +38,7 @@ double ubatch_visible_cells(const kv_cache & c, const ubatch & ub);
 // The dense and attention quantities of one ubatch (all caches), before a device turns them into time.
 struct ubatch_terms {
     double n_tokens = 0;
-    double weight_bytes = 0;   // weights read (sched/weight_types.h: read_per_ubatch)
+    double weight_bytes = 0;   // weights read (time/weight_types.h: read_per_ubatch)
     double dense_flops = 0;    // 2 * dense_params * n_tokens + 2 * output_params * n_outputs
     double kv_bytes = 0;       // K/V read: n_kv * n_stream * bytes_per_cell_layer * n_layer, all caches
     double attn_flops = 0;     // 4 * n_tokens * n_kv * n_head * head_dim * n_layer, all caches
@@ -53,14 +54,12 @@ struct step_time_model {
     // from measured kernel times), added to the dense part, instead of the device's terms.
     double measured_s_per_kv_byte = 0;
 
-    // Seconds for one forward pass over the ubatches of one decode call (one entry per cache per
-    // ubatch; the weights are read once per ubatch). Per ubatch:
+    // Seconds of one ubatch (one entry per cache; the weights are read once per ubatch):
     //   max(weight_bytes / (bandwidth * weight_read_fraction), dense_flops / (peak * gemm_fraction(n_tokens)))
     //   + attention + ubatch_overhead_s + n_layer * layer_overhead_s
     // attention: kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop when the device
     // has those terms; else (roofline) K/V bytes join the weight bytes and attention FLOPs the
     // dense FLOPs inside the max.
-    double seconds(const std::vector<std::vector<ubatch_work>> & ubatches) const;
     double ubatch_seconds(const std::vector<ubatch_work> & per_cache) const;
     ubatch_terms terms(const std::vector<ubatch_work> & per_cache) const;
     // ubatch_seconds from the terms (the calibration evaluates fitted profiles through this).
@@ -77,14 +76,17 @@ struct step_time_model {
 };
 
 // Collects the ubatch_work of each placement of a decode call (decode_observer::on_apply; one
-// inner vector per ubatch, one entry per cache), for the step-time model. n_outputs is the
-// ubatch's distinct sequences (one logits row per sequence: llama-bench's and llama-server's
-// prompt chunks and generated tokens).
+// inner vector per ubatch, one entry per cache), for the step-time model, and forwards every
+// event to `next` (may be null). n_outputs is the ubatch's distinct sequences (one logits row per
+// sequence: llama-bench's and llama-server's prompt chunks and generated tokens).
 class ubatch_work_collector : public decode_observer {
 public:
-    explicit ubatch_work_collector(const context & ctx);
+    explicit ubatch_work_collector(const context & ctx, decode_observer * next = nullptr);
+    void on_update(const kv_memory & mem) override;
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override;
+    void on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) override;
     std::vector<std::vector<ubatch_work>> work;
+    decode_observer * next;
 
 private:
     const kv_cache * first_cache_;

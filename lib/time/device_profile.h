@@ -1,4 +1,4 @@
-// A device profile: the numbers the step-time model (sched/step_time.h) turns work into seconds
+// A device profile: the numbers the step-time model (time/step_time.h) turns work into seconds
 // with. Data, not constants: shipped profiles are embedded JSON (h200, h100, a100, cpu: vendor
 // datasheet peaks, no efficiency terms), a user's own profile is a JSON file (--device FILE),
 // `kvsim calibrate` writes fitted ones. Format and units: docs/time-model.md.

@@ -1,4 +1,4 @@
-#include "sched/device_profile.h"
+#include "time/device_profile.h"
 
 #include "core/errors.h"
 #include "util/json_read.h"

@@ -8,9 +8,9 @@
 #pragma once
 
 #include "model/model.h"
-#include "sched/device_profile.h"
-#include "sched/step_time.h"
-#include "sched/weight_types.h"
+#include "time/device_profile.h"
+#include "time/step_time.h"
+#include "time/weight_types.h"
 
 #include <ostream>
 #include <string>

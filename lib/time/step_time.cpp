@@ -1,4 +1,4 @@
-#include "sched/step_time.h"
+#include "time/step_time.h"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -65,12 +65,6 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
     return std::max(mem, compute) + attn + device.ubatch_overhead_s + model.n_layer * device.layer_overhead_s;
 }
 
-double step_time_model::seconds(const std::vector<std::vector<ubatch_work>> & ubatches) const {
-    double t = 0;
-    for (const auto & per_cache : ubatches) t += ubatch_seconds(per_cache);
-    return t;
-}
-
 std::string step_time_model::describe() const {
     const double gb = weight_sizes().read_per_ubatch() / 1e9;
     std::string extra;
@@ -97,7 +91,8 @@ std::string step_time_model::describe() const {
                        gb, weights_name(), device.bandwidth_gbs, device.peak_tflops, device.name, device.source, extra);
 }
 
-ubatch_work_collector::ubatch_work_collector(const context & ctx) : first_cache_(ctx.memory().caches().front()) {
+ubatch_work_collector::ubatch_work_collector(const context & ctx, decode_observer * next)
+    : next(next), first_cache_(ctx.memory().caches().front()) {
     const auto & m = ctx.model();
     bytes_ = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
     n_swa_layers_ = m.n_layer_swa();
@@ -109,6 +104,15 @@ void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo
     if (&c == first_cache_) work.emplace_back();
     const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
     work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub)});
+    if (next) next->on_apply(c, sinfo, ub, n_kv);
+}
+
+void ubatch_work_collector::on_update(const kv_memory & mem) {
+    if (next) next->on_update(mem);
+}
+
+void ubatch_work_collector::on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) {
+    if (next) next->on_restore(c, sinfo, ub);
 }
 
 double ubatch_visible_cells(const kv_cache & c, const ubatch & ub) {

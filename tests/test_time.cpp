@@ -1,0 +1,182 @@
+// The simulated time's one owner (lib/time): the clock, and one step-time computation per
+// llama_decode call, published as one typed record (time/step_timer.h) that steps.csv consumes.
+// Expected values are literals and hand computations on tiny-llama (0.5e6 f16 parameters in one
+// group, 2 layers, 4 heads of 32: 256 K/V bytes per cell and layer), written out.
+#include "drive/op_runner.h"
+#include "report/steps.h"
+#include "sched/server_sim.h"
+#include "time/sim_clock.h"
+#include "time/step_timer.h"
+
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace kvsim;
+
+namespace {
+
+// 1 GB/s and 10 GFLOP/s.
+device_profile test_device() { return {"test", 1.0, 0.01}; }
+step_time_model tiny_model() { return step_time_model{test_device(), model_preset("tiny-llama")}; }
+
+// The counting fake: every record the timer publishes.
+struct record_log : step_observer {
+    std::vector<step_record> seen;
+    void on_step(const step_record & r) override { seen.push_back(r); }
+};
+
+// 10 tokens, n_kv 256, 1 stream, 2 layers, 256 bytes per cell and layer.
+const ubatch_work prompt10{10, 256, 1, 2, 256};
+
+request req(double arrival, int32_t n_prompt, int32_t n_gen, std::vector<uint64_t> hash_ids) {
+    request r;
+    r.arrival_s = arrival;
+    r.n_prompt = n_prompt;
+    r.n_gen = n_gen;
+    r.hash_ids = std::move(hash_ids);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("sim_clock: steps count up, time only moves forward, an op-trace clock has no time") {
+    sim_clock c;
+    CHECK(c.step() == 0);
+    CHECK(c.now() == 0.0);
+    CHECK(c.timed());
+    c.begin_step();
+    c.begin_step();
+    CHECK(c.step() == 2);
+    c.advance(0.25);
+    CHECK(c.now() == 0.25);
+    c.wait_until(0.125);   // an arrival in the past: the clock does not go back
+    CHECK(c.now() == 0.25);
+    c.wait_until(2.0);
+    CHECK(c.now() == 2.0);
+    c.set_step(9);
+    CHECK(c.step() == 9);
+    const sim_clock ops(false);
+    CHECK_FALSE(ops.timed());
+    CHECK(ops.now() == 0.0);
+}
+
+TEST_CASE("step_timer: one record per call; the clock advances by its predicted time; failed calls and restores take none") {
+    sim_clock clock;
+    clock.advance(1.0);
+    step_timer timer(tiny_model(), clock);
+    record_log log;
+    timer.add_observer(&log);
+
+    // by hand: weights 0.5e6 x 2 B = 1e6 B, K/V 256 cells x 256 B x 2 layers = 131072 B -> 1131072 B over 1 GB/s = 1.131072e-3 s;
+    // FLOPs 2 x 0.5e6 x 10 = 1e7 dense + 4 x 10 x 256 x 4 x 32 x 2 = 2621440 attention -> over 10 GFLOP/s = 1.262144e-3 s
+    const step_record & r = timer.decode_done(DECODE_OK, {{prompt10}}, 10, 0);
+    CHECK(r.kind == step_kind::decode);
+    CHECK(r.rc == 0);
+    CHECK(r.t_start == 1.0);
+    CHECK(r.n_prompt == 10);
+    CHECK(r.n_gen == 0);
+    CHECK(r.n_ubatch == 1);
+    CHECK(r.n_kv == 256);
+    CHECK(r.work.n_tokens == 10);
+    CHECK(r.work.weight_bytes == 1e6);
+    CHECK(r.work.kv_bytes == 131072);
+    CHECK(r.work.dense_flops == 1e7);
+    CHECK(r.work.attn_flops == 2621440);
+    CHECK(r.predicted_s == doctest::Approx(1.262144e-3).epsilon(1e-12));
+    CHECK(clock.now() == doctest::Approx(1.0 + 1.262144e-3).epsilon(1e-12));
+
+    // two ubatches of one call: one record, twice the time
+    const double t1 = clock.now();
+    CHECK(timer.decode_done(DECODE_OK, {{prompt10}, {prompt10}}, 20, 0).predicted_s == doctest::Approx(2 * 1.262144e-3).epsilon(1e-12));
+    CHECK(clock.now() == doctest::Approx(t1 + 2 * 1.262144e-3).epsilon(1e-12));
+
+    // no slot: the ubatch placed before the failure is counted, no time passes
+    const double t2 = clock.now();
+    const step_record & f = timer.decode_done(DECODE_NO_SLOT, {{prompt10}}, 0, 0);
+    CHECK(f.rc == DECODE_NO_SLOT);
+    CHECK(f.n_ubatch == 1);
+    CHECK(f.predicted_s == 0.0);
+    CHECK(clock.now() == t2);
+
+    // a restore: the scheduler says so; no time (the host link is not modelled yet)
+    const step_record & s = timer.restore_done(true);
+    CHECK(s.kind == step_kind::restore);
+    CHECK(s.t_start == t2);
+    CHECK(s.predicted_s == 0.0);
+    CHECK(clock.now() == t2);
+    CHECK(std::string(step_kind_name(s.kind)) == "restore");
+
+    CHECK(log.seen.size() == 4);
+}
+
+TEST_CASE("step_timer: measured attention replaces the attention part of the calls after it") {
+    sim_clock clock;
+    step_timer timer(tiny_model(), clock);
+    attention_feedback & fb = timer;
+    fb.measured_attention(1e-9);   // 1 ns per K/V byte
+    // dense part max(1e6 B / 1 GB/s, 1e7 FLOP / 10 GFLOP/s) = 1e-3 s, plus 131072 B x 1e-9 s = 1.31072e-4 s
+    CHECK(timer.decode_done(DECODE_OK, {{prompt10}}, 10, 0).predicted_s == doctest::Approx(1.131072e-3).epsilon(1e-12));
+    CHECK(timer.model().measured_s_per_kv_byte == 1e-9);
+}
+
+TEST_CASE("server_sim: one step record per llama_decode call and per restore, kinds set by the scheduler; steps.csv rows") {
+    context_params cp;
+    cp.n_ctx = 4096;
+    cp.n_seq_max = 2;
+    cp.n_batch = 2048;
+    cp.n_ubatch = 512;
+    cp.kv_unified = true;
+    context ctx(model_preset("tiny-llama"), cp);
+    op_runner run(ctx);
+    server_sim sim(run, server_params{}, tiny_model());
+    record_log log;
+    steps_recorder steps;
+    sim.timer().add_observer(&log);
+    sim.timer().add_observer(&steps);
+    run.add_op_observer(&steps);
+    // A (blocks 1, 2) runs on slot 1 and is saved to the RAM cache and cleared when B launches on
+    // slot 0; C (A's blocks again) gets slot 1, which restores A's 600 cells (two recorded calls of
+    // at most n_ubatch positions, R1.0 and R1.1) and then evaluates its last prompt token only.
+    request_trace t;
+    t.path = "test";
+    t.format = request_format::mooncake;
+    t.requests = {req(0, 600, 1, {1, 2}), req(10, 100, 1, {7}), req(20, 600, 1, {1, 2})};
+    sim.run(t);
+
+    REQUIRE(sim.totals().decode_calls == 3);
+    REQUIRE(sim.totals().ram_restores == 1);
+    REQUIRE(log.seen.size() == 4);
+    const std::vector<step_kind> kinds{step_kind::decode, step_kind::decode, step_kind::restore, step_kind::decode};
+    const std::vector<uint64_t> prompt{600, 100, 0, 1};
+    for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(log.seen[i].kind == kinds[i]);
+        CHECK(log.seen[i].n_prompt == prompt[i]);
+        CHECK(log.seen[i].n_gen == 0);
+    }
+    CHECK(log.seen[0].n_ubatch == 2);
+    CHECK(log.seen[2].t_start == 20.0);
+    // the clock: idle until C's arrival at 20 s, then C's one step
+    CHECK(sim.totals().sim_seconds == 20.0 + log.seen[3].predicted_s);
+
+    std::ostringstream csv;
+    steps.write_csv(csv);
+    std::vector<std::string> labels, kind_col;
+    std::istringstream in(csv.str());
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+        std::istringstream f(line);
+        std::string step, label, kind;
+        std::getline(f, step, ',');
+        std::getline(f, label, ',');
+        std::getline(f, kind, ',');
+        labels.push_back(label);
+        kind_col.push_back(kind);
+    }
+    CHECK(labels == std::vector<std::string>{"d0", "d1", "R1.0", "R1.1", "d2"});
+    CHECK(kind_col == std::vector<std::string>{"decode", "decode", "restore", "restore", "decode"});
+}
