@@ -67,7 +67,7 @@ sweep_config tiny_config() {
     return c;
 }
 
-point_result fake_point(const bench_point & p) {
+point_result fake_point(const sweep_point & p) {
     point_result r;
     r.point = p;
     r.kv_bytes = 1000 + (size_t) p.index;
@@ -86,7 +86,7 @@ sweep_output fake_shard(const sweep_config & c, shard_spec s) {
     o.machine.cpu_model = "test cpu";
     o.machine.date = "2026-11-29T00:00:00Z";
     o.limits = {{s.index, "h" + std::to_string(s.index), 50, 60}};
-    for (const bench_point & p : shard_points(plan_points(c), s)) o.results.push_back(fake_point(p));
+    for (const sweep_point & p : shard_points(plan_points(c), s)) o.results.push_back(fake_point(p));
     return o;
 }
 
@@ -144,7 +144,7 @@ TEST_CASE("sweep grammar: kv types, shards, head shape") {
 TEST_CASE("point plan and shards partition the plan") {
     sweep_config c = tiny_config();
     c.batch = {1, 4};
-    const std::vector<bench_point> all = plan_points(c);
+    const std::vector<sweep_point> all = plan_points(c);
     REQUIRE(all.size() == 12);
     CHECK(all[0].batch == 1);
     CHECK(all[0].ctx == 256);
@@ -153,7 +153,7 @@ TEST_CASE("point plan and shards partition the plan") {
     CHECK(all[11].batch == 4);
     std::vector<int> hits(all.size());
     for (int i = 0; i < 5; ++i) {
-        for (const bench_point & p : shard_points(all, {i, 5})) {
+        for (const sweep_point & p : shard_points(all, {i, 5})) {
             CHECK(p.index % 5 == i);
             ++hits[(size_t) p.index];
         }
@@ -502,7 +502,7 @@ TEST_CASE("points above the buffer cap are skipped with a reason") {
     c.max_buffer_bytes = 1 << 20;
     cpu_backend be(1);
     thread_pool pool(1);
-    const point_result r = bench_point_run(be, pool, c, {0, 4096, ggml_type::f16, 1}, 1.0);
+    const point_result r = run_sweep_point(be, pool, c, {0, 4096, ggml_type::f16, 1}, 1.0);
     CHECK(r.status == point_status::skipped);
     CHECK(r.note.find("--max-buffer-mib") != std::string::npos);
     CHECK(r.fa.n == 0);
@@ -681,7 +681,7 @@ TEST_CASE("a stop request abandons the point in progress between timed calls") {
     cpu_backend be(c.threads);
     thread_pool pool(c.threads);
     std::atomic<bool> stop{true};
-    CHECK_THROWS_AS(bench_point_run(be, pool, c, {0, 256, ggml_type::f16, 1}, 1.0, {}, &stop), loop_interrupted);
+    CHECK_THROWS_AS(run_sweep_point(be, pool, c, {0, 256, ggml_type::f16, 1}, 1.0, {}, &stop), loop_interrupted);
 
     // raised during the 2nd point's timing: the 1st point is kept, the 2nd dropped, the run flagged
     stop = false;

@@ -16,8 +16,8 @@ using namespace kvsim_test;
 namespace {
 const char * k_data = "tests/data/llama-bench/synthetic-llama-3.2-1b-q4_0.json";
 
-bench_point point(uint32_t p, uint32_t n, uint32_t d, uint32_t ub, const std::string & ctk = "f16") {
-    bench_point b;
+llama_bench_row point(uint32_t p, uint32_t n, uint32_t d, uint32_t ub, const std::string & ctk = "f16") {
+    llama_bench_row b;
     b.file = "synthetic";
     b.model_type = "llama 1B Q4_0";
     b.model_size = 763097088;
@@ -64,7 +64,7 @@ bench_point point(uint32_t p, uint32_t n, uint32_t d, uint32_t ub, const std::st
 //     = 7.269390133930667
 // ubatches: the number of ubatches of each result (for a per-ubatch cost added on top).
 struct hand_result {
-    bench_point point;
+    llama_bench_row point;
     double seconds;
     int ubatches;
 };
@@ -78,8 +78,8 @@ const hand_result k_hand[] = {
 };
 
 // The hand-made results, each with ubatch_overhead_s per ubatch added.
-std::vector<bench_point> hand_points(double ubatch_overhead_s = 0) {
-    std::vector<bench_point> v;
+std::vector<llama_bench_row> hand_points(double ubatch_overhead_s = 0) {
+    std::vector<llama_bench_row> v;
     for (const auto & h : k_hand) {
         v.push_back(h.point);
         v.back().avg_s = h.seconds + ubatch_overhead_s * h.ubatches;
@@ -91,7 +91,7 @@ std::vector<bench_point> hand_points(double ubatch_overhead_s = 0) {
 TEST_CASE("the llama-bench replay: ubatches and n_kv as llama-bench's test_prompt / test_gen drive the cache") {
     const step_time_model tm{device_preset("cpu"), model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
     // pp512 at depth 1024 with -ub 128: 4 ubatches of 128; n_ctx 1536 -> n_kv = pad(used, 256), at most 1536
-    const auto pp = bench_point_ubatches(point(512, 0, 1024, 128), tm);
+    const auto pp = bench_row_ubatches(point(512, 0, 1024, 128), tm);
     REQUIRE(pp.size() == 4);
     const double cell_bytes = 2.0 * 2 * 512 * 16;   // K + V f16 of 8 x 64 per layer, 16 layers
     // cells used after each ubatch 1152, 1280, 1408, 1536: padded to 256, n_kv 1280, 1280, 1536, 1536
@@ -102,7 +102,7 @@ TEST_CASE("the llama-bench replay: ubatches and n_kv as llama-bench's test_promp
         CHECK(pp[i].kv_bytes == n_kv[i] * cell_bytes);
     }
     // tg16 at depth 0: 16 one-token ubatches, the last reading 256 cells (n_ctx 16 pads to 256)
-    const auto tg = bench_point_ubatches(point(0, 16, 0, 512), tm);
+    const auto tg = bench_row_ubatches(point(0, 16, 0, 512), tm);
     REQUIRE(tg.size() == 16);
     CHECK(tg.back().n_tokens == 1);
     CHECK(tg.back().kv_bytes == 256 * cell_bytes);

@@ -56,7 +56,7 @@ int calibrate_cli::run(std::ostream & term) {
         }
     }
     // every file is read and checked before any work or output
-    std::vector<bench_point> points;
+    std::vector<llama_bench_row> points;
     for (const auto & f : files) {
         auto v = read_llama_bench(f);
         points.insert(points.end(), v.begin(), v.end());

@@ -40,7 +40,7 @@ point_status parse_point_status(const std::string & s);
 
 // One point of a sweep; a skipped baseline leaves its stats at n == 0 with the reason in note.
 struct point_result {
-    bench_point point;
+    sweep_point point;
     point_status status = point_status::ok;
     std::string note;
     size_t kv_bytes = 0;        // K+V bytes one flash-attention call reads (kernels/bytes.h fa_kv_bytes)

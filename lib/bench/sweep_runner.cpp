@@ -137,7 +137,7 @@ struct mask_inputs {
 // ctx-2 to ctx-1), timed on a copy of the previous mask. Repeating the update on its own result does the same
 // work (the same cells rewritten with the same values), so no restore sits between the timed calls. Returns the
 // full mask in backend memory.
-std::shared_ptr<void> time_masks(attn_backend & be, const bench_point & p, const point_timer & timed, point_result & r) {
+std::shared_ptr<void> time_masks(attn_backend & be, const sweep_point & p, const point_timer & timed, point_result & r) {
     kq_mask_desc md;
     md.n_kv = p.ctx;
     md.n_tps = 1;
@@ -171,7 +171,7 @@ std::shared_ptr<void> time_masks(attn_backend & be, const bench_point & p, const
     return mask;
 }
 
-void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & fd, const kv_tensor & k0,
+void time_eigen(const sweep_config & c, const sweep_point & p, const fa_desc & fd, const kv_tensor & k0,
                 const kv_tensor & v0, const std::vector<float> & q, ggml_type q_dot, const std::vector<float> & kernel_out,
                 thread_pool & pool, const point_timer & timed, point_result & r) {
     const int64_t row = c.head_dim * c.n_head_kv;
@@ -215,7 +215,7 @@ void time_eigen(const sweep_config & c, const bench_point & p, const fa_desc & f
     r.err_vs_eigen = max_abs_diff(out, kernel_out);
 }
 
-void time_reference(const sweep_config & c, const bench_point & p, const fa_desc & fd, fa_args a, ggml_type q_dot,
+void time_reference(const sweep_config & c, const sweep_point & p, const fa_desc & fd, fa_args a, ggml_type q_dot,
                     const std::vector<float> & kernel_out, const std::atomic<bool> * stop, point_result & r) {
     if (p.ctx * p.batch > c.ref_max_cells) return;
     if (std::max(fd.rot.n_k, fd.rot.n_v) > 2048) {  // the reference multiplies by the dense Hadamard matrix
@@ -253,7 +253,7 @@ void fail_if_wrong(point_result & r, const char * against, double err) {
                          fa_tolerance(r.point.type, r.point.type), r.note.empty() ? "" : "; ", r.note);
 }
 
-void time_kshift(attn_backend & be, const sweep_config & c, const bench_point & p, const kv_tensor & k_all,
+void time_kshift(attn_backend & be, const sweep_config & c, const sweep_point & p, const kv_tensor & k_all,
                  const attn_rot & rot, int copies, const point_timer & timed, point_result & r) {
     kshift_desc kd;
     kd.rope.n_rot = (int) c.head_dim;
@@ -289,7 +289,7 @@ run_limit measure_run_limit(const sweep_config & c, const std::string & host) {
 namespace {
 
 // The point's identity and analytical byte counts, nothing measured yet.
-point_result point_header(const sweep_config & c, const bench_point & p, double read_gbs) {
+point_result point_header(const sweep_config & c, const sweep_point & p, double read_gbs) {
     point_result r;
     r.point = p;
     r.limit_read_gbs = read_gbs;
@@ -303,7 +303,7 @@ point_result point_header(const sweep_config & c, const bench_point & p, double 
 // assumed when unknown), in whole tiles of cpu_backend::fa_tile cells (the largest tile, so any type's tiles fit
 // whole): {fa_tile, that many} when it is at least two tiles and ctx allows, else {n, n} with n = min(ctx, fit),
 // a plain rate that includes the per-call work.
-std::pair<int64_t, int64_t> roof_cells(const sweep_config & c, const bench_point & p) {
+std::pair<int64_t, int64_t> roof_cells(const sweep_config & c, const sweep_point & p) {
     const int64_t T = cpu_backend::fa_tile;
     const size_t l2 = cpu_cache_bytes(2) > 0 ? cpu_cache_bytes(2) : (size_t) 1 << 20;
     const size_t per_cell = fa_kv_bytes(1, 1, c.n_head_kv, p.type, c.head_dim, p.type, c.head_dim);
@@ -328,7 +328,7 @@ int roof_cores(int threads) {
 // what they can do on a long context when memory costs nothing. small == big: that call's plain rate.
 class roof_meter {
 public:
-    roof_meter(const sweep_config & c, const bench_point & p, fa_desc fd, const fa_args & a)
+    roof_meter(const sweep_config & c, const sweep_point & p, fa_desc fd, const fa_args & a)
         : one_(make_cpu_backend(1)), a_(a), cores_(roof_cores(c.threads)) {
         fd.n_stream = 1;
         const auto [small, big] = roof_cells(c, p);
@@ -370,7 +370,7 @@ private:
 
 }  // namespace
 
-point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
+point_result run_sweep_point(attn_backend & be, thread_pool & pool, const sweep_config & c, const sweep_point & p,
                              double read_gbs, const call_clock & clock, const std::atomic<bool> * stop) {
     point_result r = point_header(c, p, read_gbs);
     const point_timer timed{{1, c.repeats, stop}, clock};
@@ -507,7 +507,7 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
                                       "%lim, %adj) may measure the cache, not memory; raise --limit-mib",
                                       c.limit_bytes >> 20, llc >> 20));
     }
-    const std::vector<bench_point> pts = shard_points(plan_points(c), c.shard);
+    const std::vector<sweep_point> pts = shard_points(plan_points(c), c.shard);
     thread_pool pool(c.threads);
     for (size_t i = 0; i < pts.size(); ++i) {
         if (hooks.stop && hooks.stop->load()) {
@@ -516,7 +516,7 @@ sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_
         }
         try {
             KVSIM_NVTX_RANGE("step", (int64_t) i + 1);   // one sweep point (docs/profiling.md)
-            o.results.push_back(bench_point_run(be, pool, c, pts[i], o.limits.front().read_gbs, hooks.clock, hooks.stop));
+            o.results.push_back(run_sweep_point(be, pool, c, pts[i], o.limits.front().read_gbs, hooks.clock, hooks.stop));
         } catch (const loop_interrupted &) {
             o.interrupted = true;   // the unfinished point is dropped; the measured ones are kept
             break;

@@ -51,7 +51,7 @@ run_limit measure_run_limit(const sweep_config & c, const std::string & host);
 // is returned as point_status::failed, its note naming the error, and no flash-attention time. Throws
 // std::runtime_error when the incremental mask differs from a full build (a kernel bug), std::bad_alloc when memory
 // runs out, loop_interrupted when *stop is raised before a call of any of its timing loops.
-point_result bench_point_run(attn_backend & be, thread_pool & pool, const sweep_config & c, const bench_point & p,
+point_result run_sweep_point(attn_backend & be, thread_pool & pool, const sweep_config & c, const sweep_point & p,
                              double read_gbs, const call_clock & clock = {}, const std::atomic<bool> * stop = nullptr);
 
 // The whole sweep: limit first, then every point of c's shard in plan order. Returns what was measured; sets

@@ -191,8 +191,8 @@ void sweep_config::validate(size_t phys_bytes) const {
     }
 }
 
-std::vector<bench_point> plan_points(const sweep_config & c) {
-    std::vector<bench_point> out;
+std::vector<sweep_point> plan_points(const sweep_config & c) {
+    std::vector<sweep_point> out;
     for (int64_t b : c.batch) {
         for (ggml_type t : c.kv_types) {
             for (int64_t n : c.ctx) out.push_back({(int64_t) out.size(), n, t, b});
@@ -201,15 +201,15 @@ std::vector<bench_point> plan_points(const sweep_config & c) {
     return out;
 }
 
-std::vector<bench_point> shard_points(const std::vector<bench_point> & all, const shard_spec & s) {
-    std::vector<bench_point> out;
-    for (const bench_point & p : all) {
+std::vector<sweep_point> shard_points(const std::vector<sweep_point> & all, const shard_spec & s) {
+    std::vector<sweep_point> out;
+    for (const sweep_point & p : all) {
         if (p.index % s.count == s.index) out.push_back(p);
     }
     return out;
 }
 
-size_t point_kv_bytes(const sweep_config & c, const bench_point & p) {
+size_t point_kv_bytes(const sweep_config & c, const sweep_point & p) {
     const size_t cells = mul_checked((size_t) p.batch, (size_t) p.ctx, "K+V");
     const size_t rows = mul_checked(cells, (size_t) c.n_head_kv, "K+V");
     return mul_checked(mul_checked(rows, 2, "K+V"), ggml_row_size(p.type, c.head_dim), "K+V");

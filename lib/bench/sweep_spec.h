@@ -74,8 +74,8 @@ struct sweep_config {
     void validate(size_t phys_bytes = 0) const;
 };
 
-// One measured configuration; index is the position in the full (unsharded) plan.
-struct bench_point {
+// One point of the sweep grid (ctx, KV type, batch); index is its position in the full (unsharded) plan.
+struct sweep_point {
     int64_t index = 0;
     int64_t ctx = 0;
     ggml_type type = ggml_type::f16;
@@ -83,12 +83,12 @@ struct bench_point {
 };
 
 // All points in plan order (batch, then type, then ctx), then those of c.shard.
-std::vector<bench_point> plan_points(const sweep_config & c);
-std::vector<bench_point> shard_points(const std::vector<bench_point> & all, const shard_spec & s);
+std::vector<sweep_point> plan_points(const sweep_config & c);
+std::vector<sweep_point> shard_points(const std::vector<sweep_point> & all, const shard_spec & s);
 
 // K+V bytes of one copy of a point's cache: batch * ctx * n_head_kv * 2 * row_size(type, head_dim). Throws
 // std::overflow_error instead of wrapping (validate() refuses such sweeps up front).
-size_t point_kv_bytes(const sweep_config & c, const bench_point & p);
+size_t point_kv_bytes(const sweep_config & c, const sweep_point & p);
 
 // JSON form of the configuration (shard included); config_from_json throws std::runtime_error on a missing field.
 nlohmann::json config_to_json(const sweep_config & c);

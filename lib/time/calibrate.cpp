@@ -52,9 +52,9 @@ std::string string_field(const json & o, const std::string & file, size_t index,
     return v.get<std::string>();
 }
 
-bench_point parse_point(const json & o, const std::string & file, size_t index) {
+llama_bench_row parse_point(const json & o, const std::string & file, size_t index) {
     if (!o.is_object()) throw input_error(file, 0, json_text(o).substr(0, 40), fmt::format("entry {} is not a JSON object", index));
-    bench_point p;
+    llama_bench_row p;
     p.file = file;
     p.index = index;
     p.model_type = string_field(o, file, index, "model_type");
@@ -83,7 +83,7 @@ bench_point parse_point(const json & o, const std::string & file, size_t index) 
 }
 
 // The tensors a point's ubatch touches, from a context shaped as llama-bench's.
-context_params bench_context(const bench_point & p) {
+context_params bench_context(const llama_bench_row & p) {
     context_params cp;
     cp.n_ctx = p.n_prompt + p.n_gen + p.n_depth;
     cp.n_seq_max = 1;
@@ -102,7 +102,7 @@ context_params bench_context(const bench_point & p) {
 
 // llama-bench test_prompt: n tokens in n_batch chunks from position pos, one sequence, through the
 // op door (each decode tagged with the result's entry number).
-void decode_prompt(op_runner & run, uint32_t n, uint32_t n_batch, llama_pos & pos, const bench_point & p) {
+void decode_prompt(op_runner & run, uint32_t n, uint32_t n_batch, llama_pos & pos, const llama_bench_row & p) {
     for (uint32_t done = 0; done < n;) {
         const uint32_t k = std::min(n - done, n_batch);
         llama_batch_in b;
@@ -121,13 +121,13 @@ double percentile(std::vector<double> v, double q) {
 }
 }  // namespace
 
-std::string bench_point::test_name() const {
+std::string llama_bench_row::test_name() const {
     std::string s = n_prompt && n_gen ? fmt::format("pp{}+tg{}", n_prompt, n_gen) : n_prompt ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
     if (n_depth) s += fmt::format(" @ d{}", n_depth);
     return s;
 }
 
-std::vector<bench_point> read_llama_bench(const std::string & path) {
+std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
     const std::string text = read_small_file(path, "llama-bench file");
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw input_error(path, 0, "", "is empty (no llama-bench results)");
     json j;
@@ -157,12 +157,12 @@ std::vector<bench_point> read_llama_bench(const std::string & path) {
     }
     if (!j.is_array()) throw input_error(path, 0, "", "not a llama-bench result: expected a JSON array of objects (llama-bench -o json)");
     if (j.empty()) throw input_error(path, 0, "", "holds no llama-bench results (an empty array)");
-    std::vector<bench_point> v;
+    std::vector<llama_bench_row> v;
     for (size_t i = 0; i < j.size(); ++i) v.push_back(parse_point(j[i], path, i));
     return v;
 }
 
-const weight_file_type & bench_weight_type(const bench_point & p, const weight_file_type * given) {
+const weight_file_type & bench_weight_type(const llama_bench_row & p, const weight_file_type * given) {
     std::string t = p.model_type;
     const std::string guessed = "(guessed) ";
     if (const size_t g = t.find(guessed); g != std::string::npos) t.erase(g, guessed.size());
@@ -188,7 +188,7 @@ const weight_file_type & bench_weight_type(const bench_point & p, const weight_f
     return *found;
 }
 
-void check_bench_model(const bench_point & p, const model_shape & m, const weight_file_type & ft) {
+void check_bench_model(const llama_bench_row & p, const model_shape & m, const weight_file_type & ft) {
     const weight_bytes w = model_weight_bytes(m, ft);
     if (std::abs(p.model_n_params / w.n_params - 1) > 0.02) {
         bad_field(p.file, p.index, "model_n_params", fmt::format("{:.0f}", p.model_n_params),
@@ -201,7 +201,7 @@ void check_bench_model(const bench_point & p, const model_shape & m, const weigh
     }
 }
 
-std::vector<ubatch_terms> bench_point_ubatches(const bench_point & p, const step_time_model & tm) {
+std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const step_time_model & tm) {
     context ctx(tm.model, bench_context(p));
     op_runner run(ctx);
     ubatch_work_collector col(ctx);
@@ -296,7 +296,7 @@ std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, c
 }
 }  // namespace
 
-calibration_result calibrate(const std::vector<bench_point> & points, const model_shape & m, const weight_file_type * weights,
+calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                              const device_profile & base) {
     if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
     calibration_result r;
@@ -311,7 +311,7 @@ calibration_result calibrate(const std::vector<bench_point> & points, const mode
     std::vector<double> y;
     fit_state s;
     for (const auto & p : points) {
-        pts.push_back(bench_point_ubatches(p, tm));
+        pts.push_back(bench_row_ubatches(p, tm));
         y.push_back(p.avg_s);
         for (const auto & t : pts.back()) s.sizes.push_back(t.n_tokens);
     }
@@ -410,7 +410,7 @@ calibration_result calibrate(const std::vector<bench_point> & points, const mode
     return r;
 }
 
-calibration_result predict_bench(const std::vector<bench_point> & points, const model_shape & m, const weight_file_type * weights,
+calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                                  const device_profile & profile) {
     if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
     calibration_result r;
@@ -424,7 +424,7 @@ calibration_result predict_bench(const std::vector<bench_point> & points, const 
     const step_time_model tm{profile, m, &ft};
     for (const auto & p : points) {
         double t = 0;
-        for (const auto & u : bench_point_ubatches(p, tm)) t += tm.seconds_of(u);
+        for (const auto & u : bench_row_ubatches(p, tm)) t += tm.seconds_of(u);
         r.points.push_back({p, t});
     }
     return r;

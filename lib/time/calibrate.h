@@ -18,8 +18,8 @@
 
 namespace kvsim {
 
-// One llama-bench result (one object of the JSON array).
-struct bench_point {
+// One llama-bench result row (one object of the JSON array).
+struct llama_bench_row {
     std::string file;
     size_t index = 0;             // 0-based position in the file's array
     std::string model_type;       // llama_model_desc: "<arch> <size> <ftype name>"
@@ -37,22 +37,22 @@ struct bench_point {
 // Reads `llama-bench -o json` output (also accepts JSON lines, -o jsonl). Throws input_error
 // naming the file, the entry and the field for a file that cannot be read, is not JSON, is not
 // an array of objects, or lacks / mistypes a field the fit needs.
-std::vector<bench_point> read_llama_bench(const std::string & path);
+std::vector<llama_bench_row> read_llama_bench(const std::string & path);
 
 // The file type of a point: from model_type's ftype name; checked against `given` (--weights)
 // when not null. Throws input_error naming the file and field model_type.
-const weight_file_type & bench_weight_type(const bench_point & p, const weight_file_type * given);
+const weight_file_type & bench_weight_type(const llama_bench_row & p, const weight_file_type * given);
 
 // Checks that the point's model_n_params (within 2 %) and model_size (within 3 %) are those of
 // `m` in file type `ft`; throws input_error naming the file and the field otherwise.
-void check_bench_model(const bench_point & p, const model_shape & m, const weight_file_type & ft);
+void check_bench_model(const llama_bench_row & p, const model_shape & m, const weight_file_type & ft);
 
 // The timed ubatches of one point: terms per ubatch (step_time_model::terms). Throws input_error
 // for a cache type kvsim does not model.
-std::vector<ubatch_terms> bench_point_ubatches(const bench_point & p, const step_time_model & tm);
+std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const step_time_model & tm);
 
 struct calibration_point {
-    bench_point bench;
+    llama_bench_row bench;
     double predicted_s = 0;
     double error() const { return (predicted_s - bench.avg_s) / bench.avg_s; }   // relative
 };
@@ -70,12 +70,12 @@ struct calibration_result {
 // cost on one model (0); a term the results cannot separate is fixed at 0 and named in notes. Throws
 // input_error (file, field) for inconsistent input and usage_error when there are fewer
 // points than free terms or the points cannot separate them.
-calibration_result calibrate(const std::vector<bench_point> & points, const model_shape & m, const weight_file_type * weights,
+calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                              const device_profile & base);
 
 // No fit: each result's time predicted by `profile` (held-out points, or a shipped profile against
 // published llama-bench numbers). Same checks of the input as calibrate.
-calibration_result predict_bench(const std::vector<bench_point> & points, const model_shape & m, const weight_file_type * weights,
+calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                                  const device_profile & profile);
 
 // The residual table and summary (median / p90 / max absolute error).
