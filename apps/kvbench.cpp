@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "replay/replay_options.h"
 #include "core/errors.h"
+#include "util/host_memory.h"
 #include "util/interrupt.h"
 #include "util/progress.h"
 
@@ -36,6 +37,18 @@ size_t mib_bytes(const char * option, int64_t mib, size_t max_mib, size_t phys) 
                                       std::strcmp(option, "--limit-mib") == 0 ? ": the probe allocates 2 buffers" : ""));
     }
     return (size_t) mib << 20;
+}
+
+// The flag of each library field an option_error of sweep_config::validate, run_sweep or
+// compute_context_sizes (kvbench cache) may name.
+const flag_names & flags_of_fields() {
+    static const flag_names flags = {
+        {"ctx", "--ctx"}, {"kv_types", "--kv-type"}, {"batch", "--batch"}, {"head_dim", "--head-dim"},
+        {"n_head", "--n-head"}, {"n_head_kv", "--n-head-kv"}, {"threads", "--threads"}, {"repeats", "--repeats"},
+        {"shard", "--shard"}, {"limit_bytes", "--limit-mib"}, {"max_buffer_bytes", "--max-buffer-mib"},
+        {"n_ctx", "--ctx-size"}, {"n_seq_max", "--n-seq"},
+    };
+    return flags;
 }
 
 #ifdef NDEBUG
@@ -89,7 +102,7 @@ struct sweep_cli {
     sweep_config finish() const {
         sweep_config c;
         c.ctx = parse_int_list("--ctx", ctx);
-        c.kv_types = parse_kv_types(kv_type);
+        c.kv_types = parse_kv_types("--kv-type", kv_type);
         c.batch = parse_int_list("--batch", batch, max_batch);
         if (head_dim > 0 || n_head > 0 || n_head_kv > 0) {
             c.model = "custom";
@@ -131,7 +144,7 @@ struct sweep_cli {
         c.ref_max_cells = ref_max_cells;
         c.limit_bytes = mib_bytes("--limit-mib", limit_mib, budget_mib / 2, phys);
         (void) limit_opt;
-        c.shard = parse_shard(shard);
+        c.shard = parse_shard("--shard", shard);
         c.validate(phys);
         return c;
     }
@@ -197,14 +210,14 @@ int run_cache_cmd(const cache_bench_params & base) {
     } catch (const std::invalid_argument & e) {
         throw input_error("--model", 0, base.model, e.what());
     }
+    context_params cp;   // the context run_cache_bench builds, refused before the table starts
+    cp.n_ctx = base.n_ctx;
+    cp.n_seq_max = base.n_seq;
+    compute_context_sizes(model_preset(base.model), cp);
     fmt::print("kvbench cache: {} ops, seed {}, {} sequences, -c {}, model {}\n", base.n_ops, base.seed, base.n_seq,
                base.n_ctx, base.model);
     fmt::print("{:>13} {:>8} {:>7} {:>9} {:>9} {:>9} {:>11} {:>8} {:>12} {:>10}\n", "layout", "kv_size", "streams",
                "ops", "decodes", "no_slot", "tokens", "secs", "ops/s", "ns/token");
-    context_params cp;   // the context run_cache_bench builds, checked in the flags' names (where it failed before)
-    cp.n_ctx = base.n_ctx;
-    cp.n_seq_max = base.n_seq;
-    check_context_flags(cp);
     for (bool unified : {true, false}) {
         cache_bench_params p = base;
         p.unified = unified;
@@ -262,6 +275,9 @@ int main(int argc, char ** argv) {
         if (sweep->parsed()) return run_sweep_cmd(sc);
         if (merge->parsed()) return run_merge_cmd(merge_in, merge_out, merge_format);
         if (cache->parsed()) return run_cache_cmd(cp);
+    } catch (const option_error & e) {
+        std::cerr << "kvbench: error: " << said_in_flags(e, flags_of_fields()).what() << '\n';
+        return EXIT_BAD_INPUT;
     } catch (const input_error & e) {
         std::cerr << "kvbench: error: " << e.what() << '\n';
         return EXIT_BAD_INPUT;

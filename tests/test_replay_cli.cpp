@@ -204,6 +204,10 @@ TEST_CASE("bad inputs exit 2, name the file, line and value, and leave no output
         {"traces/requests/azure_sample.csv --model no-such-model", {"no-such-model", "tiny-llama"}},
         {"traces/requests/azure_sample.csv -ctk q9_9", {"q9_9"}},
         {"traces/requests/azure_sample.csv -ctk q8_0 -ctv q8_0 -fa off", {"-fa on"}},
+        // the library's checks (server_params::validate, compute_context_sizes) said in the flags' names
+        {"traces/requests/azure_sample.csv --context-shift --keep -2", {"--keep must be >= -1 (-1 = the whole prompt), got -2"}},
+        {"traces/requests/azure_sample.csv -sps 1.5", {"--slot-prompt-similarity must be in [0, 1], got 1.5"}},
+        {"traces/requests/azure_sample.csv -c 2000000000", {"-c must be in [1, 2^30], got 2000000000"}},
     };
     for (const auto & c : cases) {
         CAPTURE(c.args);

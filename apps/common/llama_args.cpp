@@ -1,9 +1,6 @@
 #include "common/llama_args.h"
 
-#include "core/errors.h"
-
-#include <fmt/format.h>
-
+#include <cctype>
 #include <map>
 
 namespace kvsim {
@@ -28,15 +25,23 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
     return out;
 }
 
-void check_context_flags(const context_params & p) {
-    if (p.n_ctx == 0 || p.n_ctx > (1u << 30)) throw usage_error(fmt::format("n_ctx (-c) must be in [1, 2^30], got {}", p.n_ctx));
-    if (p.n_seq_max == 0 || p.n_seq_max > (uint32_t) LLAMA_MAX_SEQ) {
-        throw usage_error(fmt::format("n_seq_max (-np) must be in [1, {}], got {}", LLAMA_MAX_SEQ, p.n_seq_max));
+usage_error said_in_flags(const option_error & e, const flag_names & flags) {
+    std::string text = e.what();
+    for (const std::string & field : e.fields()) {
+        const auto it = flags.find(field);
+        if (it == flags.end()) continue;
+        const auto is_word = [](char c) { return std::isalnum((unsigned char) c) || c == '_'; };
+        for (size_t at = text.find(field); at != std::string::npos; at = text.find(field, at)) {
+            const size_t end = at + field.size();
+            if ((at > 0 && is_word(text[at - 1])) || (end < text.size() && is_word(text[end]))) {
+                at = end;   // part of a longer name (n_ctx in n_ctx_train)
+                continue;
+            }
+            text.replace(at, field.size(), it->second);
+            at += it->second.size();
+        }
     }
-    if (p.n_batch == 0 || p.n_ubatch == 0) throw usage_error("n_batch (-b) and n_ubatch (-ub) must be > 0");
-    if (!p.flash_attn && ggml_is_quantized(p.type_v)) {
-        throw usage_error("quantized V cache was requested, but this requires Flash Attention (-fa on)");
-    }
+    return usage_error(text);
 }
 
 }  // namespace kvsim

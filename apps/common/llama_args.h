@@ -1,9 +1,11 @@
 // llama.cpp's multi-letter single-dash flags (-np, -ub, -kvu, -ctk, -ctv, -fa) for CLI11, which
 // only knows one-letter short options: they are rewritten to their long names before parsing.
+// And the library's refusals of options said in a CLI's flags.
 #pragma once
 
-#include "kv/context.h"
+#include "core/errors.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,9 +17,12 @@ namespace kvsim {
 // -cms -> --checkpoint-min-step (also "-np=4" forms).
 std::vector<std::string> rewrite_llama_args(int argc, char ** argv);
 
-// compute_context_sizes' checks (lib/kv/context.cpp, whose messages name fields, not flags) said
-// in the flags' names, before any work: n_ctx (-c), n_seq_max (-np), n_batch / n_ubatch (-b, -ub),
-// a quantized V cache without -fa on. Throws usage_error.
-void check_context_flags(const context_params & p);
+// A library field and the CLI flag that sets it: {"n_keep", "--keep"}.
+using flag_names = std::map<std::string, std::string>;
+
+// The library refuses options in its field names (option_error, from a validate() or
+// compute_context_sizes); a CLI says them in its flags: e.what() with each field of e.fields(),
+// as a whole word, replaced by its flag in `flags` (a field not there stays as it is).
+usage_error said_in_flags(const option_error & e, const flag_names & flags);
 
 }  // namespace kvsim

@@ -18,11 +18,9 @@
 #include <new>
 #include <system_error>
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <thread>
 #include <iostream>
-#include <unistd.h>
 
 namespace kvsim {
 
@@ -199,32 +197,12 @@ replay_options replay_cli::finish() {
         if (*n_swa > 0 && o.model.swa == swa_type::none && swa_type_name.empty()) o.model.swa = swa_type::standard;
         if (*n_swa == 0) o.model.swa = swa_type::none;
     }
-    if (o.ctx.swa_full && !o.model.has_swa()) {
-        throw usage_error("--swa-full: model " + o.model.name + " has no sliding-window layers (set --n-swa to give it some)");
-    }
-    if (o.model.swa != swa_type::none && o.model.n_swa == 0) {
-        throw usage_error("--swa-type " + std::string(swa_type_name) + " needs --n-swa > 0");
-    }
-    if (o.model.n_layer == 0 || o.model.n_head == 0 || o.model.n_head_kv == 0 || o.model.head_dim == 0) {
-        throw usage_error("--n-layer, --n-head, --n-head-kv and --head-dim must be > 0");
-    }
-    if (o.model.n_head % o.model.n_head_kv != 0) {
-        throw usage_error(fmt::format("--n-head {} is not a multiple of --n-head-kv {}", o.model.n_head, o.model.n_head_kv));
-    }
-    if (o.ctx.n_ubatch > o.ctx.n_batch) {
-        throw usage_error(fmt::format("-ub {} > -b {}: n_ubatch cannot exceed n_batch", o.ctx.n_ubatch, o.ctx.n_batch));
-    }
     o.ctx.flash_attn = flash_attn != "off";
     o.server.arrivals = arrivals == "saturate" ? arrival_mode::saturate : arrival_mode::trace;
     o.server.cache_prompt = !no_cache_prompt;
     if (n_parallel == 0 || n_parallel < -1) throw usage_error(fmt::format("--parallel must be -1 (auto) or >= 1, got {}", n_parallel));
     if (n_parallel > 0) o.ctx.n_seq_max = (uint32_t) n_parallel;
     o.n_parallel_auto = n_parallel < 0;
-    if (o.server.n_ctx_checkpoints < 0) throw usage_error(fmt::format("--ctx-checkpoints must be >= 0, got {}", o.server.n_ctx_checkpoints));
-    if (o.server.checkpoint_min_step < 0) {
-        throw usage_error(fmt::format("--checkpoint-min-step must be >= 0, got {}", o.server.checkpoint_min_step));
-    }
-    if (o.server.cache_ram_mib < -1) throw usage_error(fmt::format("--cache-ram must be -1 (no limit), 0 (off) or a size in MiB, got {}", o.server.cache_ram_mib));
     o.device = resolve_device(device, o.kernels.threads);
     try {
         o.weights = &parse_weight_file_type(weights);
@@ -232,29 +210,8 @@ replay_options replay_cli::finish() {
         throw usage_error(std::string("--weights: ") + e.what());
     }
     o.kernels.measured_step_time = step_time == "measured";
-    if (o.kernels.measured_step_time && o.kernels.backend == "none") throw usage_error("--step-time measured needs a kernel backend");
-    if (o.kernels.verify && o.kernels.backend == "none") throw usage_error("--verify needs a kernel backend (--backend cpu or cuda)");
     if (bandwidth_gbs) o.device.bandwidth_gbs = *bandwidth_gbs;
     if (peak_tflops) o.device.peak_tflops = *peak_tflops;
-    if (!(o.device.bandwidth_gbs >= k_min_bandwidth_gbs && o.device.bandwidth_gbs <= k_max_bandwidth_gbs)) {
-        throw usage_error(fmt::format("--bandwidth-gbs must be in [{:g}, {:g}], got {}", k_min_bandwidth_gbs, k_max_bandwidth_gbs,
-                                      o.device.bandwidth_gbs));
-    }
-    if (!(o.device.peak_tflops >= k_min_peak_tflops && o.device.peak_tflops <= k_max_peak_tflops)) {
-        throw usage_error(fmt::format("--tflops must be in [{:g}, {:g}], got {}", k_min_peak_tflops, k_max_peak_tflops, o.device.peak_tflops));
-    }
-    if (!(o.server.slot_prompt_similarity >= 0 && o.server.slot_prompt_similarity <= 1)) {
-        throw usage_error(fmt::format("--slot-prompt-similarity must be in [0, 1], got {}", o.server.slot_prompt_similarity));
-    }
-    if (!(std::isfinite(o.kernels.time_budget_s) && o.kernels.time_budget_s >= 0)) {
-        throw usage_error("--time-budget must be a finite number of seconds >= 0");
-    }
-    if (o.server.n_keep < -1) throw usage_error(fmt::format("--keep must be >= -1 (-1 = the whole prompt), got {}", o.server.n_keep));
-    if (o.server.n_discard < 0) throw usage_error(fmt::format("--n-discard must be >= 0, got {}", o.server.n_discard));
-    if (o.kernels.time_layers == 0) throw usage_error("--time-layers must be >= 1 (layers with real K/V buffers), got 0");
-    if (o.kernels.time_layers > o.model.n_layer) {
-        throw usage_error(fmt::format("--time-layers {} exceeds the model's {} layers", o.kernels.time_layers, o.model.n_layer));
-    }
     if (no_progress) o.progress = false;
     if (force_progress) o.progress = true;
     check_given_options(o);
@@ -324,38 +281,34 @@ void check_kernel_types(const replay_options & o) {
 }
 }  // namespace
 
-namespace {
-size_t physical_memory_bytes() {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? (size_t) pages * (size_t) page : 0;
+const flag_names & replay_cli::flags_of_fields() {
+    static const flag_names flags = {
+        // context_params, model_shape
+        {"n_ctx", "-c"}, {"n_seq_max", "-np"}, {"n_batch", "-b"}, {"n_ubatch", "-ub"}, {"flash_attn", "-fa"},
+        {"swa_full", "--swa-full"}, {"n_layer", "--n-layer"}, {"n_head", "--n-head"}, {"n_head_kv", "--n-head-kv"},
+        {"head_dim", "--head-dim"}, {"n_swa", "--n-swa"}, {"swa_type", "--swa-type"},
+        // server_params
+        {"n_keep", "--keep"}, {"n_discard", "--n-discard"}, {"slot_prompt_similarity", "--slot-prompt-similarity"},
+        {"cache_ram_mib", "--cache-ram"}, {"n_ctx_checkpoints", "--ctx-checkpoints"},
+        {"checkpoint_min_step", "--checkpoint-min-step"},
+        // device_profile, kernel_options
+        {"bandwidth_gbs", "--bandwidth-gbs"}, {"peak_tflops", "--tflops"}, {"backend", "--backend"},
+        {"verify", "--verify"}, {"measured_step_time", "--step-time measured"}, {"time_budget_s", "--time-budget"},
+        {"time_layers", "--time-layers"},
+    };
+    return flags;
 }
-
-// Refuse before allocating: cell metadata for all cells, plus the timed layers' K/V buffers.
-void check_memory(const replay_options & o) {
-    check_context_flags(o.ctx);
-    const context_sizes s = compute_context_sizes(o.model, o.ctx);
-    size_t need = cell_metadata_bytes(s, o.model.has_swa());
-    if (o.kernels.backend != "none") {
-        const size_t per_layer = compute_kv_bytes(o.model, o.ctx, s).total() / std::max<uint32_t>(1, o.model.n_layer);
-        need += per_layer * std::max<uint32_t>(1, o.kernels.time_layers) * (o.model.has_swa() ? 2 : 1);
-    }
-    const size_t have = physical_memory_bytes();
-    if (have > 0 && need > have / 10 * 8) {
-        const bool timed = o.kernels.backend != "none";   // with --backend none only the cells remain: -c / -np are the fix
-        throw usage_error(fmt::format("this replay needs about {:.1f} GiB of host memory (cells {} per stream x {} streams{}), "
-                                      "more than 80% of the machine's {:.1f} GiB; {}",
-                                      (double) need / (1 << 30), s.kv_size, s.n_stream,
-                                      timed ? fmt::format(", {} timed layer(s) of K/V", o.kernels.time_layers) : "",
-                                      (double) have / (1 << 30),
-                                      timed ? "lower -c, -np or --time-layers, or use --backend none" : "lower -c or -np"));
-    }
-}
-}  // namespace
 
 int replay_cli::run(std::ostream & term) {
-    replay_options o = finish();
-    resolve_auto_sizes(o);
-    check_memory(o);
+    try {
+        return run_checked(term);
+    } catch (const option_error & e) {
+        throw said_in_flags(e, flags_of_fields());
+    }
+}
+
+int replay_cli::run_checked(std::ostream & term) {
+    const replay_options o = finish();
     check_kernel_types(o);
     auto hooks = make_hooks(o.kernels);
     install_interrupt_handler();

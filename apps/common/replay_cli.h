@@ -1,6 +1,7 @@
 // The options of `kvsim replay`, with llama.cpp's CLI names where llama.cpp has the knob.
 #pragma once
 
+#include "common/llama_args.h"
 #include "replay/replay_options.h"
 
 #include <CLI/CLI.hpp>
@@ -35,8 +36,15 @@ struct replay_cli {
     // finish()'s checks of options that were given but would do nothing. Throws usage_error.
     void check_given_options(replay_options & o) const;
     // finish(), create the kernel hooks for --backend, run the replay; returns the exit status
-    // (EXIT_OK, or EXIT_FAILURE_INTERNAL when --verify found a mismatch).
+    // (EXIT_OK, or EXIT_FAILURE_INTERNAL when --verify found a mismatch). The library's refusals of
+    // options (option_error: replay_options::validate, check_host_memory, compute_context_sizes)
+    // come out as usage_errors in these flags (flags_of_fields).
     int run(std::ostream & term);
+    // The flag of each library field the replay's option_errors may name.
+    static const flag_names & flags_of_fields();
+
+private:
+    int run_checked(std::ostream & term);
 };
 
 }  // namespace kvsim

@@ -28,7 +28,7 @@ std::string config_diff(const sweep_config & a, const sweep_config & b) {
 
 // A point must be the plan's point at its index, and that index must be in the file's shard:
 // anything else is a hand-edited or foreign file whose numbers would be merged under wrong labels.
-void check_point(const bench_point & pt, const std::string & name, const shard_spec & s, const std::vector<bench_point> & plan) {
+void check_point(const sweep_point & pt, const std::string & name, const shard_spec & s, const std::vector<sweep_point> & plan) {
     if (pt.index < 0 || pt.index >= (int64_t) plan.size()) {
         throw usage_error(fmt::format("kvbench merge: {}: point index {} is out of range: the sweep has {} points (0..{})", name,
                                       pt.index, plan.size(), (int64_t) plan.size() - 1));
@@ -37,7 +37,7 @@ void check_point(const bench_point & pt, const std::string & name, const shard_s
         throw usage_error(fmt::format("kvbench merge: {}: point index {} belongs to shard {}/{}, not to the file's shard {}/{}", name,
                                       pt.index, pt.index % s.count, s.count, s.index, s.count));
     }
-    const bench_point & want = plan[(size_t) pt.index];
+    const sweep_point & want = plan[(size_t) pt.index];
     if (pt.ctx != want.ctx || pt.type != want.type || pt.batch != want.batch) {
         throw usage_error(fmt::format("kvbench merge: {}: point {} is ctx {} {} batch {}, but the sweep's point {} is ctx {} {} batch {}",
                                       name, pt.index, pt.ctx, ggml_type_name(pt.type), pt.batch, want.index, want.ctx,
@@ -47,7 +47,7 @@ void check_point(const bench_point & pt, const std::string & name, const shard_s
 
 // Every point of a shard is the plan's, and an empty shard is refused (a run that measured
 // nothing, or a file emptied by hand) unless the plan has no points for it.
-void check_shard_points(const sweep_output & p, const std::string & name, const std::vector<bench_point> & plan) {
+void check_shard_points(const sweep_output & p, const std::string & name, const std::vector<sweep_point> & plan) {
     const shard_spec & s = p.config.shard;
     const size_t share = shard_points(plan, s).size();
     if (p.results.empty() && share > 0) {
@@ -59,7 +59,7 @@ void check_shard_points(const sweep_output & p, const std::string & name, const 
 
 // With distinct points of its own shard, a shard is complete when it has its whole share; only an
 // interrupted run may stop short (and the merge is then flagged interrupted).
-void check_shard_complete(const sweep_output & p, const std::string & name, const std::vector<bench_point> & plan) {
+void check_shard_complete(const sweep_output & p, const std::string & name, const std::vector<sweep_point> & plan) {
     const shard_spec & s = p.config.shard;
     const size_t share = shard_points(plan, s).size();
     if (!p.interrupted && p.results.size() != share) {
@@ -176,7 +176,7 @@ sweep_output merge_outputs(const std::vector<sweep_output> & parts, const std::v
     out.limits.clear();
     out.notes.clear();
     out.interrupted = false;
-    const std::vector<bench_point> plan = plan_points(parts.front().config);
+    const std::vector<sweep_point> plan = plan_points(parts.front().config);
     std::map<int, std::string> shards;
     std::map<int64_t, std::string> owner;   // point index -> input holding it
     for (size_t i = 0; i < parts.size(); ++i) {

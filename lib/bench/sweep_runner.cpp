@@ -472,14 +472,15 @@ point_result run_sweep_point(attn_backend & be, thread_pool & pool, const sweep_
 }
 
 sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_info & m, const sweep_hooks & hooks) {
+    c.validate();
     sweep_output o;
     o.config = c;
     o.machine = m;
     try {
         o.limits.push_back(hooks.measure_limit ? hooks.measure_limit(c, m.host) : measure_run_limit(c, m.host));
     } catch (const std::bad_alloc &) {
-        throw usage_error(fmt::format("--limit-mib {}: out of memory allocating the bandwidth probe's 2 x {} MiB",
-                                      c.limit_bytes >> 20, c.limit_bytes >> 20));
+        throw option_error({"limit_bytes"}, fmt::format("limit_bytes {} MiB: out of memory allocating the bandwidth probe's 2 x {} MiB",
+                                                        c.limit_bytes >> 20, c.limit_bytes >> 20));
     }
     o.notes = {
         "layout: n_stream = batch, one sequence per stream (llama.cpp without -kvu), ctx cells each, decoded token at "

@@ -56,8 +56,8 @@ point_result run_sweep_point(attn_backend & be, thread_pool & pool, const sweep_
 
 // The whole sweep: limit first, then every point of c's shard in plan order. Returns what was measured; sets
 // interrupted when hooks.stop was raised before the last point finished (an unfinished point is dropped). A point
-// that runs out of memory (std::bad_alloc) is kept as skipped with a note. Throws usage_error when the
-// bandwidth probe's buffers cannot be allocated.
+// that runs out of memory (std::bad_alloc) is kept as skipped with a note. Throws option_error for a config
+// c.validate() refuses, and when the bandwidth probe's buffers (limit_bytes) cannot be allocated.
 sweep_output run_sweep(attn_backend & be, const sweep_config & c, const machine_info & m, const sweep_hooks & hooks);
 
 }  // namespace kvsim

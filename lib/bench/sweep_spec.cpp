@@ -1,9 +1,8 @@
 #include "bench/sweep_spec.h"
+#include "util/host_memory.h"
 #include "util/json_read.h"
 
 #include "core/errors.h"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -92,66 +91,55 @@ std::vector<int64_t> parse_int_list(const std::string & option, const std::strin
     return out;
 }
 
-std::vector<ggml_type> parse_kv_types(const std::string & spec) {
+std::vector<ggml_type> parse_kv_types(const std::string & option, const std::string & spec) {
     std::vector<ggml_type> out;
     for (const std::string & name : split(spec, ',')) {
         ggml_type t;
         try {
             t = parse_ggml_type(name);
         } catch (const std::invalid_argument &) {
-            throw input_error("--kv-type", 0, name, "unknown KV cache type (kvbench: f32, f16, q8_0, q4_0)");
+            throw input_error(option, 0, name, "unknown KV cache type (kvbench: f32, f16, q8_0, q4_0)");
         }
         if (t != ggml_type::f32 && t != ggml_type::f16 && t != ggml_type::q8_0 && t != ggml_type::q4_0) {
-            throw input_error("--kv-type", 0, name, "no attention kernel for this type (kvbench: f32, f16, q8_0, q4_0)");
+            throw input_error(option, 0, name, "no attention kernel for this type (kvbench: f32, f16, q8_0, q4_0)");
         }
         if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
     }
-    if (out.empty()) throw input_error("--kv-type", 0, spec, "empty list");
+    if (out.empty()) throw input_error(option, 0, spec, "empty list");
     return out;
 }
 
-shard_spec parse_shard(const std::string & spec) {
+shard_spec parse_shard(const std::string & option, const std::string & spec) {
     const std::vector<std::string> f = split(spec, '/');
-    if (f.size() != 2) throw input_error("--shard", 0, spec, "expected i/n");
+    if (f.size() != 2) throw input_error(option, 0, spec, "expected i/n");
     int64_t i = 0;
     const auto [end, ec] = std::from_chars(f[0].data(), f[0].data() + f[0].size(), i);
     if (f[0].empty() || end != f[0].data() + f[0].size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-        throw input_error("--shard", 0, spec, "shard index is not an integer");
+        throw input_error(option, 0, spec, "shard index is not an integer");
     }
-    const int64_t n = parse_positive("--shard", spec, f[1], max_shards);
+    const int64_t n = parse_positive(option, spec, f[1], max_shards);
     if (ec != std::errc() || i < 0 || i >= n) {
-        throw input_error("--shard", 0, spec, fmt::format("shard index must be in [0, {})", n));
+        throw input_error(option, 0, spec, fmt::format("shard index must be in [0, {})", n));
     }
     return {(int) i, (int) n};
 }
 
-size_t physical_memory_bytes() {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages <= 0 || page <= 0) return 0;
-    size_t r = 0;
-    return __builtin_mul_overflow((size_t) pages, (size_t) page, &r) ? SIZE_MAX : r;
-}
-
-size_t memory_budget_bytes(size_t phys_bytes) { return phys_bytes / 5 * 4; }
-
 void sweep_config::validate(size_t phys_bytes) const {
-    if (ctx.empty() || kv_types.empty() || batch.empty()) throw input_error("sweep", 0, "", "empty ctx/type/batch list");
+    if (ctx.empty() || kv_types.empty() || batch.empty()) throw option_error({"ctx", "kv_types", "batch"}, "empty ctx, kv_types or batch list");
     if (head_dim <= 0 || head_dim % 32 != 0 || head_dim > max_head_dim) {
-        throw input_error("--head-dim", 0, std::to_string(head_dim),
-                          fmt::format("head_dim must be a positive multiple of 32 (the q8_0/q4_0 block and the kernels' "
-                                      "unit), at most {}", max_head_dim));
+        throw option_error({"head_dim"}, fmt::format("head_dim {} must be a positive multiple of 32 (the q8_0/q4_0 block and the "
+                                                     "kernels' unit), at most {}", head_dim, max_head_dim));
     }
     if (n_head_kv <= 0 || n_head <= 0 || n_head % n_head_kv != 0 || n_head > max_heads) {
-        throw input_error("--n-head", 0, fmt::format("{}/{}", n_head, n_head_kv),
-                          fmt::format("n_head must be a positive multiple of n_head_kv, at most {}", max_heads));
+        throw option_error({"n_head", "n_head_kv"}, fmt::format("n_head {} must be a positive multiple of n_head_kv {}, at most {}",
+                                                                n_head, n_head_kv, max_heads));
     }
     for (int64_t v : ctx) {
-        if (v < 1 || v > max_ctx) throw input_error("--ctx", 0, std::to_string(v), fmt::format("must be in [1, {}]", max_ctx));
+        if (v < 1 || v > max_ctx) throw option_error({"ctx"}, fmt::format("ctx {} must be in [1, {}]", v, max_ctx));
     }
     for (int64_t v : batch) {
         if (v < 1 || v > max_batch) {
-            throw input_error("--batch", 0, std::to_string(v),
-                              fmt::format("must be in [1, {}] (one sequence per stream, LLAMA_MAX_SEQ)", max_batch));
+            throw option_error({"batch"}, fmt::format("batch {} must be in [1, {}] (one sequence per stream, LLAMA_MAX_SEQ)", v, max_batch));
         }
     }
     // The largest point's byte counts must fit in 64 bits: K+V of each type and the f32 copy the Eigen baseline
@@ -165,29 +153,29 @@ void sweep_config::validate(size_t phys_bytes) const {
         if (f32_kv > SIZE_MAX - mul_checked(cells, 8, "K-shift")) throw std::overflow_error("K-shift: byte count overflows 64 bits");
         for (ggml_type t : kv_types) point_kv_bytes(*this, {0, ctx_max, t, batch_max});
     } catch (const std::overflow_error & e) {
-        throw input_error("--ctx", 0, fmt::format("{} x batch {}", ctx_max, batch_max),
-                          fmt::format("the largest point is too large ({})", e.what()));
+        throw option_error({"ctx", "batch"}, fmt::format("the largest point, ctx {} x batch {}, is too large ({})", ctx_max,
+                                                         batch_max, e.what()));
     }
     if (phys_bytes > 0) {
         const size_t budget = memory_budget_bytes(phys_bytes);
         if (limit_bytes > budget / 2) {
-            throw usage_error(fmt::format("--limit-mib {}: the bandwidth probe needs 2 x {} MiB, more than 80 % of the "
-                                          "{} MiB of physical memory (at most {} MiB)",
-                                          limit_bytes >> 20, limit_bytes >> 20, phys_bytes >> 20, (budget / 2) >> 20));
+            throw option_error({"limit_bytes"}, fmt::format("limit_bytes {} MiB: the bandwidth probe needs 2 x {} MiB, more than 80 % "
+                                                            "of the {} MiB of physical memory (at most {} MiB)",
+                                                            limit_bytes >> 20, limit_bytes >> 20, phys_bytes >> 20, (budget / 2) >> 20));
         }
         if (max_buffer_bytes > budget) {
-            throw usage_error(fmt::format("--max-buffer-mib {}: a point of that K+V size would need more than 80 % of the "
-                                          "{} MiB of physical memory (at most {} MiB)",
-                                          max_buffer_bytes >> 20, phys_bytes >> 20, budget >> 20));
+            throw option_error({"max_buffer_bytes"}, fmt::format("max_buffer_bytes {} MiB: a point of that K+V size would need more "
+                                                                 "than 80 % of the {} MiB of physical memory (at most {} MiB)",
+                                                                 max_buffer_bytes >> 20, phys_bytes >> 20, budget >> 20));
         }
     }
-    if (threads < 1) throw input_error("--threads", 0, std::to_string(threads), "must be >= 1");
+    if (threads < 1) throw option_error({"threads"}, fmt::format("threads must be >= 1, got {}", threads));
     // each timed call keeps one sample (a few ns calls of the mask kernel would fill memory at 2^31 repeats)
     if (repeats < 1 || repeats > max_repeats) {
-        throw input_error("--repeats", 0, std::to_string(repeats), fmt::format("must be in [1, {}]", max_repeats));
+        throw option_error({"repeats"}, fmt::format("repeats must be in [1, {}], got {}", max_repeats, repeats));
     }
     if (shard.index < 0 || shard.index >= shard.count) {
-        throw input_error("--shard", 0, fmt::format("{}/{}", shard.index, shard.count), "shard index out of range");
+        throw option_error({"shard"}, fmt::format("shard {}/{}: shard index out of range", shard.index, shard.count));
     }
 }
 
@@ -261,7 +249,7 @@ sweep_config config_from_json(const nlohmann::json & j) {
         c.eigen_max_bytes = json_int<size_t>(j, "eigen_max_bytes", w);
         c.ref_max_cells = json_int<int64_t>(j, "ref_max_cells", w);
         c.limit_bytes = json_int<size_t>(j, "limit_bytes", w);
-        c.shard = parse_shard(j.at("shard").get<std::string>());
+        c.shard = parse_shard("config.shard", j.at("shard").get<std::string>());
     } catch (const nlohmann::json::exception & e) {
         throw std::runtime_error(fmt::format("kvbench config: {}", e.what()));
     }

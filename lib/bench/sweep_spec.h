@@ -30,17 +30,17 @@ constexpr int64_t max_heads = 65536;
 std::vector<int64_t> parse_int_list(const std::string & option, const std::string & spec, int64_t max_value = max_ctx);
 
 // Parse comma-separated KV cache types the attention kernels support (f32, f16, q8_0, q4_0).
-// Throws input_error("--kv-type", 0, name, why) for an unknown or unsupported type.
-std::vector<ggml_type> parse_kv_types(const std::string & spec);
+// Throws input_error(option, 0, name, why) for an unknown or unsupported type.
+std::vector<ggml_type> parse_kv_types(const std::string & option, const std::string & spec);
 
 // Shard "i/n" with 0 <= i < n: the run measures the points whose plan index % n == i.
 struct shard_spec {
     int index = 0;
     int count = 1;
 };
-// Throws input_error("--shard", 0, spec, why) (spec as typed) when malformed, n outside [1, max_shards] or i
-// outside [0, n).
-shard_spec parse_shard(const std::string & spec);
+// Throws input_error(option, 0, spec, why) (spec as typed) when malformed, n outside [1, max_shards] or i
+// outside [0, n). `option` names where the text came from (a flag, a JSON field), as for parse_int_list.
+shard_spec parse_shard(const std::string & option, const std::string & spec);
 
 // Everything that defines what a sweep measures. Points run with one sequence per stream: n_stream = batch
 // (llama.cpp's default multi-stream layout without -kvu), each stream holding ctx cells of its sequence, the
@@ -66,11 +66,12 @@ struct sweep_config {
     size_t limit_bytes = (size_t) 512 << 20;      // buffer size of the bandwidth probe
     shard_spec shard;
 
-    // Throws input_error for head_dim not a positive multiple of 32 (or above max_head_dim), n_head not a multiple
-    // of n_head_kv (or above max_heads), threads < 1, repeats outside [1, max_repeats], empty lists, ctx above max_ctx, batch above
-    // max_batch, or a point whose byte counts (K+V of any type, its f32 copy, mask, K-shift) overflow 64 bits.
-    // phys_bytes > 0 (physical memory): also throws usage_error when the bandwidth probe (2 x limit_bytes) or
-    // one point's K+V (max_buffer_bytes) would need more than 80 % of it.
+    // Throws option_error (core/errors.h), naming the fields, for head_dim not a positive multiple of 32 (or above
+    // max_head_dim), n_head not a multiple of n_head_kv (or above max_heads), threads < 1, repeats outside
+    // [1, max_repeats], empty lists, ctx above max_ctx, batch above max_batch, a shard index out of range, or a
+    // point whose byte counts (K+V of any type, its f32 copy, mask, K-shift) overflow 64 bits. phys_bytes > 0
+    // (physical memory): also when the bandwidth probe (2 x limit_bytes) or one point's K+V (max_buffer_bytes)
+    // would need more than memory_budget_bytes (util/host_memory.h).
     void validate(size_t phys_bytes = 0) const;
 };
 
@@ -95,10 +96,5 @@ nlohmann::json config_to_json(const sweep_config & c);
 sweep_config config_from_json(const nlohmann::json & j);
 // True when a and b describe the same sweep apart from the shard.
 bool same_sweep(const sweep_config & a, const sweep_config & b);
-
-// Physical memory of this machine (sysconf pages x page size), 0 when unknown.
-size_t physical_memory_bytes();
-// The share of physical memory one run may plan to use for a buffer: 80 %.
-size_t memory_budget_bytes(size_t phys_bytes);
 
 }  // namespace kvsim

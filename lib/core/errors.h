@@ -1,4 +1,4 @@
-// Errors: bad user input (input_error, usage_error: the CLI prints them and exits with status 2),
+// Errors: bad user input (input_error, usage_error, option_error: the CLI prints them and exits with status 2),
 // and the library layers' own refusals (lib_error), which the drivers turn into input errors.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace kvsim {
 
@@ -58,6 +59,19 @@ private:
 class usage_error : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
+};
+
+// An option struct the library refuses (its validate(): server_params, replay_options, sweep_config,
+// context_params): what() says it in the library's field names ("n_keep must be >= -1, got -2"), and
+// fields() lists the names it uses, so that apps/ can say the message in their flags instead
+// (said_in_flags, apps/common/llama_args.h). Exit status 2, like any usage_error.
+class option_error : public usage_error {
+public:
+    option_error(std::vector<std::string> fields, const std::string & what) : usage_error(what), fields_(std::move(fields)) {}
+    const std::vector<std::string> & fields() const { return fields_; }
+
+private:
+    std::vector<std::string> fields_;
 };
 
 // A call the library layers refuse (lib/kv, lib/drive): a precondition upstream asserts (a seq id the

@@ -20,13 +20,13 @@ void check_block(const model_shape & m, ggml_type t, const char * which) {
 }  // namespace
 
 context_sizes compute_context_sizes(const model_shape & m, const context_params & p) {
-    if (p.n_ctx == 0 || p.n_ctx > (1u << 30)) throw usage_error(fmt::format("n_ctx must be in [1, 2^30], got {}", p.n_ctx));
+    if (p.n_ctx == 0 || p.n_ctx > (1u << 30)) throw option_error({"n_ctx"}, fmt::format("n_ctx must be in [1, 2^30], got {}", p.n_ctx));
     if (p.n_seq_max == 0 || p.n_seq_max > (uint32_t) LLAMA_MAX_SEQ) {
-        throw usage_error(fmt::format("n_seq_max must be in [1, {}], got {}", LLAMA_MAX_SEQ, p.n_seq_max));
+        throw option_error({"n_seq_max"}, fmt::format("n_seq_max must be in [1, {}], got {}", LLAMA_MAX_SEQ, p.n_seq_max));
     }
-    if (p.n_batch == 0 || p.n_ubatch == 0) throw usage_error("n_batch and n_ubatch must be > 0");
+    if (p.n_batch == 0 || p.n_ubatch == 0) throw option_error({"n_batch", "n_ubatch"}, "n_batch and n_ubatch must be > 0");
     if (!p.flash_attn && ggml_is_quantized(p.type_v)) {
-        throw usage_error("quantized V cache was requested, but this requires Flash Attention");
+        throw option_error({"flash_attn"}, "quantized V cache was requested, but this requires Flash Attention (flash_attn on)");
     }
     check_block(m, p.type_k, "K");
     check_block(m, p.type_v, "V");

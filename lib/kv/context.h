@@ -38,8 +38,9 @@ struct context_sizes {
     uint32_t swa_size = 0;   // cells per stream of the SWA cache, 0 without SWA
 };
 
-// Throws usage_error for n_ctx == 0, n_seq_max outside [1, 256], n_batch or n_ubatch == 0,
-// quantized V without flash attention, or a head size not divisible by a K/V type's block.
+// Throws option_error (naming the fields) for n_ctx outside [1, 2^30], n_seq_max outside [1, 256],
+// n_batch or n_ubatch == 0, quantized V without flash attention; usage_error for a head size not
+// divisible by a K/V type's block.
 context_sizes compute_context_sizes(const model_shape & m, const context_params & p);
 
 // KV bytes as llama.cpp's start-up line sums them (all layers, all streams, K + V).

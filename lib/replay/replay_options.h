@@ -48,7 +48,19 @@ struct replay_options {
     // Request-trace options the user gave explicitly (--arrivals, --context-shift, --device, ...),
     // by name: an op trace has no server to simulate, so run_replay refuses them there.
     std::vector<std::string> request_only_given;
+
+    // Throws option_error (core/errors.h), naming the fields, for options no replay can run with: the
+    // model shape (a dimension 0, n_head not a multiple of n_head_kv, swa_full without SWA layers, an SWA
+    // type without n_swa), n_ubatch > n_batch, server.validate()'s, a device bandwidth or peak outside the
+    // profile range, kernel options (time_layers 0 or above n_layer, a negative or infinite time budget,
+    // verify or a measured step time without a backend). run_replay calls it first.
+    void validate() const;
 };
+
+// The one host-memory rule (util/host_memory.h) for a replay with resolved sizes (n_ctx, n_seq_max):
+// cell metadata of every cell, plus the timed layers' K/V buffers unless backend is none. Throws
+// option_error naming the fields that lower it; nothing when the machine's memory is unknown.
+void check_host_memory(const replay_options & o);
 
 // Exit statuses of the CLIs.
 enum exit_status : int { EXIT_OK = 0, EXIT_FAILURE_INTERNAL = 1, EXIT_BAD_INPUT = 2, EXIT_INTERRUPTED = 130 };

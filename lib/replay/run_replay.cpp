@@ -154,13 +154,14 @@ bool is_op_trace(const replay_options & opt) {
     if (opt.format != "auto") return opt.format == "ops";
     return looks_like_op_trace(read_first_line(opt.trace));
 }
-}  // namespace
 
-void resolve_auto_sizes(replay_options & opt) {
+// llama-server's automatic sizes, in place: n_ctx 0 -> the model's n_ctx_train; with n_parallel_auto,
+// 4 slots and a unified cache for a request trace (server.cpp: n_parallel < 0), 1 sequence for an op trace.
+void resolve_auto_sizes(replay_options & opt, bool op_trace) {
     if (opt.ctx.n_ctx == 0) opt.ctx.n_ctx = opt.model.n_ctx_train;
     if (!opt.n_parallel_auto) return;
     opt.n_parallel_auto = false;
-    if (is_op_trace(opt)) {
+    if (op_trace) {
         opt.ctx.n_seq_max = 1;
     } else {
         if (opt.no_kv_unified_given) {
@@ -170,11 +171,15 @@ void resolve_auto_sizes(replay_options & opt) {
         opt.ctx.kv_unified = true;
     }
 }
+}  // namespace
 
 void run_replay(const replay_options & options, std::ostream & term, replay_hooks * hooks) {
+    options.validate();
     replay_options opt = options;
-    resolve_auto_sizes(opt);
-    const std::unique_ptr<replay_driver> d = is_op_trace(opt) ? make_op_driver(opt) : make_request_driver(opt);
+    const bool op_trace = is_op_trace(opt);   // the trace's first line, read once
+    resolve_auto_sizes(opt, op_trace);
+    check_host_memory(opt);
+    const std::unique_ptr<replay_driver> d = op_trace ? make_op_driver(opt) : make_request_driver(opt);
     replay_with(opt, *d, term, hooks);
 }
 

@@ -56,6 +56,7 @@ size_t cache_state_bytes(const kv_cache & c, size_t cells, uint32_t n_layer, siz
 
 server_sim::server_sim(op_runner & run, const server_params & p, const step_time_model & tm)
     : run_(run), p_(p), timer_(tm, clock_), work_(run.ctx()) {
+    p_.validate();
     const context & ctx = run.ctx();
     n_ctx_slot_ = (int32_t) std::min<uint32_t>(ctx.sizes().n_ctx_seq, ctx.model().n_ctx_train);
     n_swa_ = ctx.model().has_swa() && !ctx.params().swa_full ? (int32_t) ctx.model().n_swa : 0;

@@ -13,6 +13,7 @@
 #include "drive/op_runner.h"
 #include "sched/prompt_cache.h"
 #include "sched/request_result.h"
+#include "sched/server_params.h"
 #include "time/sim_clock.h"
 #include "time/step_time.h"
 #include "time/step_timer.h"
@@ -25,23 +26,6 @@
 #include <vector>
 
 namespace kvsim {
-
-enum class arrival_mode { trace, saturate };
-
-// llama-server's flags, with its defaults (common/common.h: common_params).
-struct server_params {
-    arrival_mode arrivals = arrival_mode::trace;
-    bool context_shift = false;          // --context-shift (off by default since llama.cpp PR #15416)
-    int32_t n_keep = 0;                  // --keep: tokens kept at a shift; -1 = the whole prompt
-    int32_t n_discard = 0;               // request n_discard; 0 = n_left / 2
-    bool cache_prompt = true;            // request cache_prompt (default true)
-    float slot_prompt_similarity = 0.1f; // -sps; 0 disables the similarity pass
-    int32_t cache_ram_mib = 8192;        // -cram: host-RAM prompt cache; -1 = no limit, 0 = off
-    bool cache_idle_slots = true;        // --cache-idle-slots (needs the RAM cache)
-    int32_t n_ctx_checkpoints = 32;      // -ctxcp: checkpoints per slot (SWA models)
-    int32_t checkpoint_min_step = 8192;  // -cms: minimum spacing of checkpoints in tokens
-    int32_t block_tokens = 512;          // tokens per Mooncake hash_id block
-};
 
 struct server_totals {
     uint64_t steps = 0;              // update_slots iterations that decoded something
@@ -74,7 +58,8 @@ class server_sim {
 public:
     // run: the op door (dumps/records/observes every cache call); slots = ctx n_seq_max; each
     // slot's context = min(n_ctx_seq, the model's n_ctx_train) (n_ctx_slot). The scheduler's step
-    // timer times every decode call with (its own copy of) tm and advances the clock.
+    // timer times every decode call with (its own copy of) tm and advances the clock. Throws
+    // option_error for bad p (p.validate()).
     server_sim(op_runner & run, const server_params & p, const step_time_model & tm);
     ~server_sim();
 

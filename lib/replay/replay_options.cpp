@@ -1,0 +1,87 @@
+#include "replay/replay_options.h"
+
+#include "core/errors.h"
+#include "util/host_memory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace kvsim {
+
+namespace {
+// The model shape after overrides, and the context options that depend on it.
+void check_model(const model_shape & m, const context_params & ctx) {
+    if (ctx.swa_full && !m.has_swa()) {
+        throw option_error({"swa_full", "n_swa"},
+                           fmt::format("swa_full: model {} has no sliding-window layers (set n_swa to give it some)", m.name));
+    }
+    if (m.swa != swa_type::none && m.n_swa == 0) {
+        throw option_error({"swa_type", "n_swa"}, fmt::format("swa_type {} needs n_swa > 0", swa_type_name(m.swa)));
+    }
+    if (m.n_layer == 0 || m.n_head == 0 || m.n_head_kv == 0 || m.head_dim == 0) {
+        throw option_error({"n_layer", "n_head", "n_head_kv", "head_dim"}, "n_layer, n_head, n_head_kv and head_dim must be > 0");
+    }
+    if (m.n_head % m.n_head_kv != 0) {
+        throw option_error({"n_head", "n_head_kv"}, fmt::format("n_head {} is not a multiple of n_head_kv {}", m.n_head, m.n_head_kv));
+    }
+    if (ctx.n_ubatch > ctx.n_batch) {
+        throw option_error({"n_ubatch", "n_batch"},
+                           fmt::format("n_ubatch {} > n_batch {}: a ubatch cannot exceed its batch", ctx.n_ubatch, ctx.n_batch));
+    }
+}
+
+void check_kernels(const kernel_options & k, const model_shape & m) {
+    if (k.measured_step_time && k.backend == "none") throw option_error({"measured_step_time", "backend"}, "measured_step_time needs a kernel backend");
+    if (k.verify && k.backend == "none") throw option_error({"verify", "backend"}, "verify needs a kernel backend (backend cpu or cuda)");
+    if (!(std::isfinite(k.time_budget_s) && k.time_budget_s >= 0)) {
+        throw option_error({"time_budget_s"}, fmt::format("time_budget_s must be a finite number of seconds >= 0, got {}", k.time_budget_s));
+    }
+    if (k.time_layers == 0) throw option_error({"time_layers"}, "time_layers must be >= 1 (layers with real K/V buffers), got 0");
+    if (k.time_layers > m.n_layer) {
+        throw option_error({"time_layers"}, fmt::format("time_layers {} exceeds the model's {} layers", k.time_layers, m.n_layer));
+    }
+}
+
+void check_device(const device_profile & d) {
+    if (!(d.bandwidth_gbs >= k_min_bandwidth_gbs && d.bandwidth_gbs <= k_max_bandwidth_gbs)) {
+        throw option_error({"bandwidth_gbs"}, fmt::format("bandwidth_gbs must be in [{:g}, {:g}], got {}", k_min_bandwidth_gbs,
+                                                          k_max_bandwidth_gbs, d.bandwidth_gbs));
+    }
+    if (!(d.peak_tflops >= k_min_peak_tflops && d.peak_tflops <= k_max_peak_tflops)) {
+        throw option_error({"peak_tflops"}, fmt::format("peak_tflops must be in [{:g}, {:g}], got {}", k_min_peak_tflops,
+                                                        k_max_peak_tflops, d.peak_tflops));
+    }
+}
+}  // namespace
+
+void replay_options::validate() const {
+    check_model(model, ctx);
+    server.validate();
+    check_device(device);
+    check_kernels(kernels, model);
+}
+
+void check_host_memory(const replay_options & o) {
+    const context_sizes s = compute_context_sizes(o.model, o.ctx);
+    size_t need = cell_metadata_bytes(s, o.model.has_swa());
+    const bool timed = o.kernels.backend != "none";
+    if (timed) {
+        const size_t per_layer = compute_kv_bytes(o.model, o.ctx, s).total() / std::max<uint32_t>(1, o.model.n_layer);
+        need += per_layer * std::max<uint32_t>(1, o.kernels.time_layers) * (o.model.has_swa() ? 2 : 1);
+    }
+    const size_t have = physical_memory_bytes();
+    if (have == 0 || need <= memory_budget_bytes(have)) return;
+    // with backend none only the cells remain: n_ctx and n_seq_max are the fix
+    throw option_error(timed ? std::vector<std::string>{"n_ctx", "n_seq_max", "time_layers", "backend"}
+                             : std::vector<std::string>{"n_ctx", "n_seq_max"},
+                       fmt::format("this replay needs about {:.1f} GiB of host memory (cells {} per stream x {} streams{}), "
+                                   "more than 80% of the machine's {:.1f} GiB; {}",
+                                   (double) need / (1 << 30), s.kv_size, s.n_stream,
+                                   timed ? fmt::format(", {} timed layer(s) of K/V", o.kernels.time_layers) : "",
+                                   (double) have / (1 << 30),
+                                   timed ? "lower n_ctx, n_seq_max or time_layers, or use backend none" : "lower n_ctx or n_seq_max"));
+}
+
+}  // namespace kvsim
