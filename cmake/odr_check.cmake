@@ -4,8 +4,8 @@
 # see it; GCC's link-time optimizer can: -Wodr at an LTO link compares every type definition of the linked units.
 # Every layer's sources and apps/common (what both CLIs link; not the two mains) are compiled a second time as
 # LTO bytecode at -O0 (no code generation: the cheap part of an LTO build), then linked into one relocatable
-# object with -Werror=odr. Not part of `all`: the test builds it, so only `make test` pays (a second compile of
-# every unit at -O0 from a cold cache; after an edit, the changed units and the link).
+# object with -Werror=odr. Not part of `all`: the test builds it (a second compile of every unit at -O0 from a
+# cold cache; after an edit, the changed units and the link). Included when KVSIM_ODR_CHECK is ON.
 set(KVSIM_ODR_SOURCES ${KVSIM_APP_COMMON})
 foreach(layer kvsim_core kvsim_util kvsim_kv kvsim_kernels kvsim_sched kvsim_report kvsim_replay kvsim_timing kvsim_bench)
   get_target_property(s ${layer} SOURCES)
