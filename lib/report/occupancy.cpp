@@ -1,7 +1,8 @@
 #include "report/occupancy.h"
 
+#include "util/row_writer.h"
+
 #include <algorithm>
-#include <fmt/format.h>
 
 namespace kvsim {
 
@@ -49,10 +50,11 @@ occupancy_row occupancy_recorder::measure(const kv_cache & c, const slot_info & 
 void occupancy_recorder::write_csv(std::ostream & out) const {
     out << "ubatch,step,sim_time_s,cache,tokens,used_cells,n_kv,head,free_runs,largest_free_run,active_seqs,"
            "swa_reused_cells,shifted_cells,slot_failures\n";
+    row_writer w(out);
     for (const auto & r : rows_) {
-        out << fmt::format("{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{}\n", r.ubatch, r.step, r.sim_time, r.cache, r.tokens,
-                           r.used, r.n_kv, r.head, r.free_runs, r.largest_free_run, r.active_seqs, r.swa_reused,
-                           r.shifted_cells, r.slot_failures);
+        w.row(FMT_COMPILE("{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{}\n"), r.ubatch, r.step, r.sim_time, r.cache, r.tokens,
+              r.used, r.n_kv, r.head, r.free_runs, r.largest_free_run, r.active_seqs, r.swa_reused, r.shifted_cells,
+              r.slot_failures);
     }
 }
 

@@ -1,12 +1,28 @@
 #include "report/requests_report.h"
 
+#include "util/row_writer.h"
+
 #include <algorithm>
 #include <fmt/format.h>
 
 namespace kvsim {
+namespace {
+// A time that may not have happened: written as nothing when negative, else with microseconds.
+struct opt_time {
+    double t;
+};
+}  // namespace
+}  // namespace kvsim
+
+template <> struct fmt::formatter<kvsim::opt_time> : fmt::formatter<fmt::string_view> {
+    template <typename FormatContext> auto format(kvsim::opt_time v, FormatContext & ctx) const -> decltype(ctx.out()) {
+        return v.t < 0 ? ctx.out() : fmt::format_to(ctx.out(), FMT_COMPILE("{:.6f}"), v.t);
+    }
+};
+
+namespace kvsim {
 
 namespace {
-std::string opt_time(double t) { return t < 0 ? std::string() : fmt::format("{:.6f}", t); }
 
 double tpot(const request_result & r) {
     if (r.outcome == request_outcome::failed || r.n_gen < 2 || r.first_token < 0) return -1;
@@ -26,15 +42,14 @@ nlohmann::json stats(std::vector<double> v) {
 void write_requests_csv(std::ostream & out, const std::vector<request_result> & rs) {
     out << "request,line,slot,n_prompt,n_gen_target,n_gen,prefix_reused,ram_restored_cells,context_shifts,arrival_s,"
            "admission_s,first_token_s,finish_s,queue_delay_s,ttft_s,tpot_s,outcome,error\n";
+    row_writer w(out);
     for (size_t i = 0; i < rs.size(); ++i) {
         const auto & r = rs[i];
-        const double t = tpot(r);
-        out << fmt::format("{},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{},{},{},\"{}\"\n", i, r.line, r.slot, r.n_prompt,
-                           r.n_gen_target, r.n_gen, r.n_prefix_reused, r.n_ram_restored, r.n_shifts, r.arrival,
-                           opt_time(r.admission), opt_time(r.first_token), opt_time(r.finish),
-                           r.admission < 0 ? "" : opt_time(r.admission - r.arrival),
-                           r.first_token < 0 ? "" : opt_time(r.first_token - r.arrival), t < 0 ? "" : opt_time(t),
-                           request_outcome_name(r.outcome), r.error);
+        w.row(FMT_COMPILE("{},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{},{},{},\"{}\"\n"), i, r.line, r.slot, r.n_prompt,
+              r.n_gen_target, r.n_gen, r.n_prefix_reused, r.n_ram_restored, r.n_shifts, r.arrival, opt_time{r.admission},
+              opt_time{r.first_token}, opt_time{r.finish}, opt_time{r.admission < 0 ? -1 : r.admission - r.arrival},
+              opt_time{r.first_token < 0 ? -1 : r.first_token - r.arrival}, opt_time{tpot(r)},
+              request_outcome_name(r.outcome), r.error);
     }
 }
 

@@ -1,6 +1,7 @@
 #include "report/steps.h"
 
 #include "trace/op_trace.h"
+#include "util/row_writer.h"
 
 #include <fmt/format.h>
 #include <set>
@@ -28,10 +29,11 @@ void steps_recorder::on_step(const step_record & rec) {
 
 void steps_recorder::write_csv(std::ostream & out) const {
     out << "step,label,kind,rc,n_tokens,n_seqs,n_prompt_tokens,n_gen_tokens,n_ubatch,n_kv,t_start_s,predicted_ms,kv_visible\n";
+    row_writer w(out);
     for (const auto & r : rows_) {
         const step_record & t = r.time;
-        out << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.9f},{:.6f},{:.0f}\n", r.step, r.label, step_kind_name(t.kind), r.rc,
-                           r.n_tokens, r.n_seqs, t.n_prompt, t.n_gen, t.n_ubatch, t.n_kv, t.t_start, t.predicted_s * 1e3, t.kv_visible);
+        w.row(FMT_COMPILE("{},{},{},{},{},{},{},{},{},{},{:.9f},{:.6f},{:.0f}\n"), r.step, r.label, step_kind_name(t.kind), r.rc,
+              r.n_tokens, r.n_seqs, t.n_prompt, t.n_gen, t.n_ubatch, t.n_kv, t.t_start, t.predicted_s * 1e3, t.kv_visible);
     }
 }
 
