@@ -4,7 +4,8 @@
 #include "util/row_writer.h"
 
 #include <fmt/format.h>
-#include <set>
+
+#include <algorithm>
 
 namespace kvsim {
 
@@ -14,12 +15,13 @@ void steps_recorder::on_op(const op_group & g, int rc) {
     r.step = rows_.size();
     r.label = g.rows.empty() ? std::string() : g.rows.front().batch;
     r.rc = rc;
-    std::set<llama_seq_id> seqs;
+    seqs_.clear();
     for (const auto & row : g.rows) {
         r.n_tokens += (uint32_t) row.n_tokens;
-        seqs.insert(row.seqs.begin(), row.seqs.end());
+        seqs_.insert(seqs_.end(), row.seqs.begin(), row.seqs.end());
     }
-    r.n_seqs = (uint32_t) seqs.size();
+    std::sort(seqs_.begin(), seqs_.end());
+    r.n_seqs = (uint32_t) (std::unique(seqs_.begin(), seqs_.end()) - seqs_.begin());
     rows_.push_back(std::move(r));
 }
 

@@ -37,6 +37,7 @@ public:
     void write_csv(std::ostream & out) const;
 
 private:
+    std::vector<llama_seq_id> seqs_;   // the running call's sequences (kept: no allocation per call)
     std::vector<step_row> rows_;
     size_t settled_ = 0;   // rows before this index have their record
 };
