@@ -204,6 +204,44 @@ TEST_CASE("cell_map_sampler: the interval doubles and rows thin out, keeping mul
     CHECK(cm.maps()[0].n_cols == 256);   // fewer cells than columns: one cell per column
 }
 
+// The snapshot walks the cells in runs of one state (and the empty tail past used_max_p1 as one run): each
+// column's dominant state must still be the per-cell count's, ties to the state seen first, holes included.
+TEST_CASE("cell_map_sampler: ties inside a column, holes below the last used cell, a column across two streams") {
+    {
+        context ctx(model_preset("tiny-llama"), params(256, 4, true));
+        cell_map_sampler cm(nullptr, nullptr, 64, 400, 1);   // 4 cells per column
+        REQUIRE(ctx.decode(run(1, 0, 1), &cm) == DECODE_OK);   // cell 0
+        REQUIRE(ctx.decode(run(0, 0, 2), &cm) == DECODE_OK);   // cells 1-2
+        REQUIRE(ctx.decode(run(1, 1, 1), &cm) == DECODE_OK);   // cell 3
+        REQUIRE(ctx.decode(run(2, 0, 8), &cm) == DECODE_OK);   // cells 4-11
+        ctx.memory().seq_rm(2, 2, 6);                          // positions 2-5: cells 6-9 empty
+        REQUIRE(ctx.decode(run(3, 0, 2), &cm) == DECODE_OK);   // seq_rm moved the head back to cell 6: cells 6-7
+        const auto & cols = cm.maps().at(0).rows.back().cols;
+        CHECK(cols[0] == 1);                // 1 0 0 1: two each, seq 1 seen first
+        CHECK(cols[1] == 2);                // 2 2 3 3
+        CHECK(cols[2] == CELL_COL_EMPTY);   // - - 2 2: the hole below the last used cell wins the tie
+        CHECK(cols[3] == CELL_COL_EMPTY);
+        CHECK(cols[63] == CELL_COL_EMPTY);
+    }
+    {
+        context ctx(model_preset("tiny-llama"), params(512, 2, false));   // two streams of 256 cells
+        cell_map_sampler cm(nullptr, nullptr, 200, 400, 1);            // 3 cells per column, 171 columns
+        REQUIRE(ctx.decode(run(0, 0, 4), &cm) == DECODE_OK);           // stream 0, cells 0-3
+        REQUIRE(ctx.decode(run(1, 0, 2), &cm) == DECODE_OK);           // stream 1, cells 0-1 (cells 256-257 end to end)
+        const cell_map & m = cm.maps().at(0);
+        REQUIRE(m.cells_per_col == 3);
+        REQUIRE(m.n_cols == 171);
+        const auto & cols = m.rows.back().cols;
+        REQUIRE(cols.size() == 171);
+        CHECK(cols[0] == 0);
+        CHECK(cols[1] == CELL_COL_EMPTY);   // cell 3 of seq 0, cells 4-5 empty
+        CHECK(cols[84] == CELL_COL_EMPTY);
+        CHECK(cols[85] == 1);               // cell 255 of stream 0 (empty), cells 0-1 of stream 1 (seq 1)
+        CHECK(cols[86] == CELL_COL_EMPTY);
+        CHECK(cols[170] == CELL_COL_EMPTY);   // the last column holds 2 cells
+    }
+}
+
 TEST_CASE("cell_map_sampler: one map per cache of an iSWA model, streams laid end to end") {
     context ctx(model_preset("tiny-gemma3-swa"), params(512, 2, false));
     const sim_clock clock;

@@ -10,19 +10,37 @@ int16_t cell_state(const kv_cells & cells, uint32_t i) {
     return cells.seq_count(i) == 1 ? (int16_t) cells.seq_get(i) : CELL_COL_SHARED;
 }
 
-// Most frequent state among a column's cells; a column holds few distinct states, so a small
-// linear list beats a map.
-int16_t dominant(const std::vector<std::pair<int16_t, uint32_t>> & counts) {
-    int16_t best = CELL_COL_EMPTY;
-    uint32_t best_n = 0;
-    for (const auto & [s, n] : counts) {
-        if (n > best_n) {
-            best = s;
-            best_n = n;
+// The cells of one column, counted per state in the order the states were first seen. A column
+// holds few distinct states, so a small linear list beats a map; cells come in runs of one state,
+// so the list is searched once per run rather than once per cell.
+class column_tally {
+public:
+    void add(int16_t s, uint32_t n) {
+        for (auto & [state, count] : counts_) {
+            if (state == s) {
+                count += n;
+                return;
+            }
         }
+        counts_.emplace_back(s, n);
     }
-    return best;
-}
+    // The most frequent state (ties: the one seen first); empties the tally for the next column.
+    int16_t take_dominant() {
+        int16_t best = CELL_COL_EMPTY;
+        uint32_t best_n = 0;
+        for (const auto & [s, n] : counts_) {
+            if (n > best_n) {
+                best = s;
+                best_n = n;
+            }
+        }
+        counts_.clear();
+        return best;
+    }
+
+private:
+    std::vector<std::pair<int16_t, uint32_t>> counts_;
+};
 }  // namespace
 
 cell_map_sampler::cell_map_sampler(const sim_clock & clock, uint32_t max_cols, uint32_t max_rows, uint64_t every)
@@ -67,29 +85,47 @@ void cell_map_sampler::on_apply(const kv_cache & c, const slot_info & sinfo, con
     }
 }
 
+// Cells are fed to the columns as runs of one state: the occupied part of a stream cell by cell
+// (a run goes on while the next cell holds the same sequence set), the empty tail past
+// used_max_p1 as one run, so a mostly empty cache costs about one step per column.
 void cell_map_sampler::snapshot(const kv_cache & c, cell_map & m, uint64_t n) const {
     cell_map_row row;
     row.ubatch = n;
     row.step = clock_.step();
     row.sim_time = clock_.now();
     row.cols.reserve(m.n_cols);
-    std::vector<std::pair<int16_t, uint32_t>> counts;
-    uint32_t in_col = 0;
-    for (uint32_t st = 0; st < c.get_n_stream(); ++st) {
-        const kv_cells & cells = c.cells(st);
-        for (uint32_t i = 0; i < cells.size(); ++i) {
-            const int16_t s = cell_state(cells, i);
-            auto it = std::find_if(counts.begin(), counts.end(), [s](const auto & p) { return p.first == s; });
-            if (it == counts.end()) counts.emplace_back(s, 1);
-            else ++it->second;
-            if (++in_col == m.cells_per_col) {
-                row.cols.push_back(dominant(counts));
-                counts.clear();
+    column_tally tally;
+    uint32_t in_col = 0;   // cells of the current column seen so far
+    auto feed = [&](int16_t s, uint32_t n_cells) {
+        while (n_cells) {
+            const uint32_t k = std::min(n_cells, m.cells_per_col - in_col);
+            tally.add(s, k);
+            in_col += k;
+            n_cells -= k;
+            if (in_col == m.cells_per_col) {
+                row.cols.push_back(tally.take_dominant());
                 in_col = 0;
             }
         }
+    };
+    for (uint32_t st = 0; st < c.get_n_stream(); ++st) {
+        const kv_cells & cells = c.cells(st);
+        const std::vector<llama_pos> & pos = cells.pos();
+        const std::vector<seq_set> & seq = cells.seq();
+        const uint32_t used = cells.used_max_p1();
+        for (uint32_t i = 0; i < used;) {
+            uint32_t j = i + 1;
+            if (pos[i] == -1) {
+                while (j < used && pos[j] == -1) ++j;
+            } else {
+                while (j < used && pos[j] != -1 && seq[j] == seq[i]) ++j;
+            }
+            feed(cell_state(cells, i), j - i);
+            i = j;
+        }
+        feed(CELL_COL_EMPTY, cells.size() - used);
     }
-    if (in_col) row.cols.push_back(dominant(counts));
+    if (in_col) row.cols.push_back(tally.take_dominant());
     m.rows.push_back(std::move(row));
 }
 

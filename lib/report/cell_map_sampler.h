@@ -46,9 +46,9 @@ struct k_shift_event {
 
 // Observer snapshotting each cache every `every` of its ubatches. The interval adapts: when a
 // cache holds 2 * max_rows rows, every other row is dropped and the interval doubles, so a
-// replay of any length keeps between max_rows and 2 * max_rows rows per cache and costs
-// O(max_rows * n_cells * log(ubatches)) cell visits in all. The clock's step and time are read at
-// each snapshot, as occupancy_recorder does.
+// replay of any length keeps between max_rows and 2 * max_rows rows per cache and takes
+// O(max_rows * log(ubatches)) snapshots in all, each visiting the cells below used_max_p1 once.
+// The clock's step and time are read at each snapshot, as occupancy_recorder does.
 class cell_map_sampler : public decode_observer {
 public:
     // max_cols >= 1 columns per row, max_rows >= 1; every >= 1 initial interval in ubatches.
