@@ -37,8 +37,8 @@ test: build
 
 # The main job: the bundled Azure 2023 conversation trace (19,366 requests) through a Llama-3.1-8B
 # shaped cache (128K training context), 8 llama-server slots sharing one 64K-cell stream, real CPU attention kernels timed
-# on sampled steps. Outputs (summary.json, occupancy.csv, requests.csv, steps.csv, bandwidth.csv,
-# report.html) land in kvsim-out/.
+# on sampled steps. Outputs (summary.json, occupancy.csv, requests.csv, bandwidth.csv, report.html)
+# land in kvsim-out/; add --steps-csv to REPLAY_FLAGS for steps.csv (one row per llama_decode call, 61 MB).
 REPLAY_FLAGS ?= --model llama-3.1-8b -c 65536 -np 8 -kvu
 replay: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS) --target kvsim

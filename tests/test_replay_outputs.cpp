@@ -29,7 +29,8 @@ TEST_CASE("replay_outputs: commit renames every file into place, then removes on
     replay_options o;
     o.out_dir = d / "out";
     o.dump_cells = d / "dump.jsonl";
-    {   // a timed request-trace run: every file of --out
+    o.steps_csv = true;
+    {   // a timed request-trace run with --steps-csv: every file of --out
         replay_outputs out(o, true, true);
         REQUIRE(out.requests);
         REQUIRE(out.steps);
@@ -49,6 +50,7 @@ TEST_CASE("replay_outputs: commit renames every file into place, then removes on
     fs::remove(o.out_dir + "/bandwidth.csv");
     fs::create_symlink("notes.txt", o.out_dir + "/bandwidth.csv");   // a link with a kvsim name: removed, not its target
     o.dump_cells.clear();
+    o.steps_csv = false;
     {   // an untimed op-trace run
         replay_outputs out(o, false, false);
         CHECK_FALSE(out.requests);
@@ -62,6 +64,31 @@ TEST_CASE("replay_outputs: commit renames every file into place, then removes on
     CHECK_FALSE(fs::exists(o.out_dir + "/steps.csv"));
     CHECK_FALSE(fs::exists(fs::symlink_status(o.out_dir + "/bandwidth.csv")));
     CHECK(read_text(o.out_dir + "/notes.txt") == "mine");
+}
+
+TEST_CASE("replay_outputs: steps.csv only with steps_csv; a request-trace run without it removes an earlier run's") {
+    scratch_dir d("outputs_steps");
+    replay_options o;
+    o.out_dir = d / "out";
+    o.steps_csv = true;
+    {
+        replay_outputs out(o, true, false);
+        REQUIRE(out.steps);
+        out.summary->out() << R"({"tool": "kvsim 0.1.0"})";
+        out.steps->out() << "step\n";
+        out.commit();
+    }
+    CHECK(read_text(o.out_dir + "/steps.csv") == "step\n");
+    o.steps_csv = false;
+    {
+        replay_outputs out(o, true, false);
+        CHECK(out.requests);
+        CHECK_FALSE(out.steps);
+        out.summary->out() << R"({"tool": "kvsim 0.1.0"})";
+        out.commit();
+    }
+    CHECK_FALSE(fs::exists(o.out_dir + "/steps.csv"));   // one run per directory: this run wrote none
+    CHECK(fs::exists(o.out_dir + "/requests.csv"));
 }
 
 // Found by a hostile-input pass: `--out proj` deleted the user's own proj/requests.csv and steps.csv.
@@ -151,6 +178,11 @@ TEST_CASE("replay_outputs: bad paths are refused before anything is created") {
     CHECK_THROWS_WITH_AS(check_paths(o, false), doctest::Contains("--emit-ops applies to request traces"), usage_error);
     CHECK_NOTHROW(check_paths(o, true));
     o.emit_ops.clear();
+
+    o.steps_csv = true;   // steps.csv goes into --out: there is none
+    CHECK_THROWS_WITH_AS(check_paths(o, true), doctest::Contains("--steps-csv writes steps.csv into the --out directory"),
+                         usage_error);
+    o.steps_csv = false;
 
     write_text(d / "file", "");
     o.out_dir = d / "file";

@@ -218,7 +218,7 @@ TEST_CASE("steps.csv: one row per decode call of the emitted op trace, same orde
     for (const std::string extra : {"--arrivals saturate", "-np 2 --cache-ram 64 --arrivals saturate", ""}) {
         CAPTURE(extra);
         const auto r = run_kvsim("replay traces/requests/azure_sample.csv --model llama-3.2-1b --weights q4_K_M --device cpu "
-                                 "--backend none --limit 60 -c 16384 -q --out " + (dir / "o") + " --emit-ops " + (dir / "ops.csv") + " " + extra);
+                                 "--backend none --limit 60 -c 16384 -q --steps-csv --out " + (dir / "o") + " --emit-ops " + (dir / "ops.csv") + " " + extra);
         REQUIRE(r.rc == 0);
         const auto labels = decode_labels(dir / "ops.csv");
         const auto rows = lines_of(read_text(dir / "o/steps.csv"));
@@ -268,9 +268,44 @@ TEST_CASE("steps.csv of the ram_restore scenario, every row by hand") {
     scratch_dir dir("steps_hand");
     std::ofstream(dir / "dev.json") << R"({"name": "hand", "bandwidth_gbs": 1, "peak_tflops": 0.01})";
     const auto r = run_kvsim("replay tests/server_golden/traces/ram_restore.jsonl --model tiny-llama -c 1024 -np 2 -kvu "
-                             "--arrivals trace --backend none -q --device " + (dir / "dev.json") + " --out " + (dir / "o"));
+                             "--arrivals trace --backend none -q --device " + (dir / "dev.json") + " --steps-csv --out " + (dir / "o"));
     REQUIRE_MESSAGE(r.rc == 0, r.err);
     CHECK(read_text(dir / "o/steps.csv") == want);
+}
+
+// steps.csv is one row per llama_decode call: 61 MB for the bundled Azure trace, so a replay writes it only when asked.
+// Three requests on two slots (-np 2, one stream each): d0 decodes both prompts (3 + 5 tokens, one ubatch per stream),
+// d1 one generated token of each, d2 the third token of request 1, d3 request 2's prompt when it arrives at 0.1 s.
+// kv_visible by hand: d0 1+2+3 + 1+..+5 = 21, d1 4 + 6 = 10, d2 5, d3 1+..+4 = 10. predicted_ms and t_start_s are the
+// step-time model's (llama-3.2-1b f16 on the h200 profile) as kvsim wrote them at f203b56, before the writer changed.
+TEST_CASE("steps.csv only with --steps-csv: none by default, the flag's file for a tiny trace byte for byte") {
+    scratch_dir dir("steps_flag");
+    std::ofstream(dir / "tiny.csv") << "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                       "2023-11-30 23:59:58.9000000,5,2\n"
+                                       "2023-11-30 23:59:58.9000000,3,3\n"
+                                       "2023-11-30 23:59:59.0000000,4,1\n";
+    const std::string run = "replay " + (dir / "tiny.csv") + " --model llama-3.2-1b -c 256 -np 2 --backend none -q --out " + (dir / "o");
+    auto r = run_kvsim(run);
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    CHECK(std::filesystem::exists(dir / "o/requests.csv"));
+    CHECK_FALSE(std::filesystem::exists(dir / "o/steps.csv"));
+    r = run_kvsim(run + " --steps-csv");
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    CHECK(read_text(dir / "o/steps.csv") ==
+          "step,label,kind,rc,n_tokens,n_seqs,n_prompt_tokens,n_gen_tokens,n_ubatch,n_kv,t_start_s,predicted_ms,kv_visible\n"
+          "0,d0,decode,0,8,2,8,0,2,256,0.000000000,1.035145,21\n"
+          "1,d1,decode,0,2,2,0,2,1,256,0.001035145,0.518446,10\n"
+          "2,d2,decode,0,1,1,0,1,1,256,0.001553591,0.516698,5\n"
+          "3,d3,decode,0,4,1,4,0,1,256,0.100000000,0.516698,10\n");
+
+    r = run_kvsim("replay " + (dir / "tiny.csv") + " --model llama-3.2-1b -c 256 -np 2 --backend none -q --steps-csv");
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("--steps-csv writes steps.csv into the --out directory") != std::string::npos);
+    r = run_kvsim("replay traces/ops/context_shift.csv --model tiny-llama -c 256 -np 2 -kvu --backend none -q --steps-csv --out " +
+                  (dir / "ops"));
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("--steps-csv applies to request traces only") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir / "ops"));
 }
 
 TEST_CASE("kvsim replay --device FILE / --weights: bad values exit 2 naming the value") {

@@ -103,10 +103,14 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--swa-type", swa_type_name, "Override the SWA type: none standard chunked symmetric");
     cmd.add_option("--swa-pattern", swa_pattern, "Override the SWA layer pattern (n_pattern; 0 = all layers SWA)");
     cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)");
-    cmd.add_option("--out", o.out_dir, "Directory for reports: summary.json, occupancy.csv, requests.csv (request traces), steps.csv (request traces), bandwidth.csv, report.html");
+    cmd.add_option("--out", o.out_dir, "Directory for reports: summary.json, occupancy.csv, requests.csv (request traces), "
+                   "bandwidth.csv (timed kernels), report.html; steps.csv with --steps-csv");
     cmd.add_option("--trace-json", o.trace_json, "Write a Chrome trace-event / Perfetto timeline of the replay (open in ui.perfetto.dev)");
     cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable)");
     // request_only / shift_only: checked in check_given_options
+    request_only.push_back(cmd.add_flag("--steps-csv", o.steps_csv,
+                                        "Also write steps.csv into --out: one row per llama_decode call with its predicted "
+                                        "time (61 MB for the bundled Azure trace)"));
     request_only.push_back(
         cmd.add_flag("--context-shift", o.server.context_shift, "Shift a full slot (seq_rm + seq_add) instead of stopping it"));
     shift_only.push_back(cmd.add_option("--keep", o.server.n_keep, "n_keep: tokens kept at a context shift (-1 = the whole prompt)")

@@ -34,6 +34,7 @@ struct replay_options {
     bool no_kv_unified_given = false;   // -no-kvu on the command line (refused with -np auto on a request trace)       // -np absent / -1: 4 slots + unified cache (request traces), 1 (op traces)
     std::string dump_cells;             // kvoracle-format JSON lines, "" = none
     std::string out_dir;                // reports (summary.json, occupancy.csv, report.html, ...), "" = none
+    bool steps_csv = false;             // request traces: also steps.csv in out_dir (one row per llama_decode call)
     std::string trace_json;             // Chrome trace-event / Perfetto timeline, "" = none
     std::string emit_ops;               // request traces: write the generated op trace here
     server_params server;               // request traces: llama-server behaviour

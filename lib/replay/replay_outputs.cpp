@@ -30,6 +30,9 @@ void check_paths(const replay_options & o, bool is_request_trace) {
     if (!is_request_trace && !o.emit_ops.empty()) {
         throw usage_error("--emit-ops applies to request traces (an op trace already is the op stream)");
     }
+    if (o.steps_csv && o.out_dir.empty()) {
+        throw usage_error("--steps-csv writes steps.csv into the --out directory: give --out DIR");
+    }
     std::vector<std::string> paths;
     for (const std::string * p : {&o.dump_cells, &o.emit_ops, &o.trace_json}) {
         if (!p->empty()) paths.push_back(*p);
@@ -92,7 +95,7 @@ replay_outputs::replay_outputs(const replay_options & o, bool is_request_trace, 
         if (o.out_dir.empty()) return;
         occupancy = std::make_unique<atomic_file>(o.out_dir + "/occupancy.csv");
         if (is_request_trace) requests = std::make_unique<atomic_file>(o.out_dir + "/requests.csv");
-        if (is_request_trace) steps = std::make_unique<atomic_file>(o.out_dir + "/steps.csv");
+        if (is_request_trace && o.steps_csv) steps = std::make_unique<atomic_file>(o.out_dir + "/steps.csv");
         summary = std::make_unique<atomic_file>(o.out_dir + "/summary.json");
         if (timed) bandwidth = std::make_unique<atomic_file>(o.out_dir + "/bandwidth.csv");
         report = std::make_unique<atomic_file>(o.out_dir + "/report.html");

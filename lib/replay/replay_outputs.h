@@ -34,9 +34,10 @@ inline constexpr const char * k_out_files[] = {"occupancy.csv", "requests.csv", 
 // path that is not a directory: checked before any work, so a bad path fails in a second rather
 // than after the replay, and two writers never share a file. Paths are compared absolute and
 // normalised with existing symbolic links resolved (`x`, `./x`, `d/../x`, a link to x: one file).
-// Throws usage_error: --emit-ops on an op trace (`is_request_trace` false), --out naming a file
-// or a dangling symbolic link, an output path that is a directory, the same file given twice, an
-// output path that is the trace itself (o.trace, by any name or hard link: it would be replaced).
+// Throws usage_error: --emit-ops on an op trace (`is_request_trace` false), --steps-csv without
+// --out, --out naming a file or a dangling symbolic link, an output path that is a directory, the
+// same file given twice, an output path that is the trace itself (o.trace, by any name or hard
+// link: it would be replaced).
 void check_paths(const replay_options & o, bool is_request_trace);
 
 // True when out_dir/summary.json is a JSON object whose "tool" starts with "kvsim" (what a replay writes): the
@@ -46,8 +47,9 @@ bool holds_kvsim_summary(const std::string & out_dir);
 
 class replay_outputs {
 public:
-    // Opens the outputs of one run (see the contract above). requests.csv and steps.csv only for a
-    // request trace, bandwidth.csv only when `timed` (kernel hooks present). Throws what
+    // Opens the outputs of one run (see the contract above). requests.csv only for a request trace,
+    // steps.csv only for a request trace with o.steps_csv, bandwidth.csv only when `timed` (kernel
+    // hooks present). Throws what
     // check_paths throws, usage_error for a file that cannot be opened or an --out that cannot be
     // created (a file on the way, no permission); nothing is left behind then.
     replay_outputs(const replay_options & o, bool is_request_trace, bool timed);

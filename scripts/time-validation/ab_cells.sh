@@ -29,7 +29,7 @@ mkdir -p "$OUT"
 # shellcheck disable=SC2086  # SETTINGS is the run's own flag list, word-split on purpose
 "$KVSIM" replay "$TRACE" --limit "$LIMIT" --model "$PRESET" --weights "$WEIGHTS" --device "$OUT/profile.json" \
   $SETTINGS "$KVUFLAG" --arrivals saturate --cache-ram 0 --backend none --no-progress \
-  --emit-ops "$OUT/ops.csv" --out "$OUT/sim" > "$OUT/replay.txt" 2>&1
+  --emit-ops "$OUT/ops.csv" --out "$OUT/sim" --steps-csv > "$OUT/replay.txt" 2>&1
 # the real timings belong to the run's op trace: the A/B is only valid on the same calls
 cmp -s "$OUT/ops.csv" "$RUN/ops.csv" || die "$OUT/ops.csv differs from the run's op trace: the real timings do not apply"
 { echo "A/B on $RUN: kvsim attention on $CELLS cells, profile re-fitted on the run's llama-bench points"

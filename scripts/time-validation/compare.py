@@ -3,7 +3,7 @@
 
   compare.py SIM_DIR REAL_STEPS.csv [--json OUT.json] [--joined OUT.csv]
 
-SIM_DIR is the `kvsim replay --out` folder: steps.csv (one row per llama_decode call, `step` =
+SIM_DIR is the `kvsim replay --out ... --steps-csv` folder: steps.csv (one row per llama_decode call, `step` =
 0-based index of the call in the --emit-ops order, `predicted_ms`) and requests.csv.
 REAL_STEPS.csv is tv-decode-timer's output (step,n_tokens,ms,rc,...), from the emitted ops.
 

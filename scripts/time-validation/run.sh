@@ -120,7 +120,7 @@ KVUFLAG=$([ "$KVU" = 1 ] && echo -kvu || echo -no-kvu)
 log "kvsim replay (first $LIMIT requests, --arrivals saturate: a gap-free clock for the TTFT join)"
 "${pin[@]}" "$KVSIM" replay "$TRACE" --limit "$LIMIT" --model "$PRESET" --weights "$WEIGHTS" --device "$OUT/profile.json" \
   -c "$CTX" -np "$NP" "$KVUFLAG" -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" --arrivals saturate --cache-ram 0 \
-  --backend none --no-progress --emit-ops "$OUT/ops.csv" --out "$OUT/sim" 2>&1 | tee "$OUT/replay.txt"
+  --backend none --no-progress --emit-ops "$OUT/ops.csv" --out "$OUT/sim" --steps-csv 2>&1 | tee "$OUT/replay.txt"
 [ -f "$OUT/sim/steps.csv" ] || { log "MISSING: the replay wrote no steps.csv"; exit 3; }
 load replay
 log "real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"
