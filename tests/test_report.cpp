@@ -207,9 +207,10 @@ TEST_CASE("cell_map_sampler: the interval doubles and rows thin out, keeping mul
 // The snapshot walks the cells in runs of one state (and the empty tail past used_max_p1 as one run): each
 // column's dominant state must still be the per-cell count's, ties to the state seen first, holes included.
 TEST_CASE("cell_map_sampler: ties inside a column, holes below the last used cell, a column across two streams") {
+    const sim_clock clock;
     {
         context ctx(model_preset("tiny-llama"), params(256, 4, true));
-        cell_map_sampler cm(nullptr, nullptr, 64, 400, 1);   // 4 cells per column
+        cell_map_sampler cm(clock, 64, 400, 1);   // 4 cells per column
         REQUIRE(ctx.decode(run(1, 0, 1), &cm) == DECODE_OK);   // cell 0
         REQUIRE(ctx.decode(run(0, 0, 2), &cm) == DECODE_OK);   // cells 1-2
         REQUIRE(ctx.decode(run(1, 1, 1), &cm) == DECODE_OK);   // cell 3
@@ -225,7 +226,7 @@ TEST_CASE("cell_map_sampler: ties inside a column, holes below the last used cel
     }
     {
         context ctx(model_preset("tiny-llama"), params(512, 2, false));   // two streams of 256 cells
-        cell_map_sampler cm(nullptr, nullptr, 200, 400, 1);            // 3 cells per column, 171 columns
+        cell_map_sampler cm(clock, 200, 400, 1);                       // 3 cells per column, 171 columns
         REQUIRE(ctx.decode(run(0, 0, 4), &cm) == DECODE_OK);           // stream 0, cells 0-3
         REQUIRE(ctx.decode(run(1, 0, 2), &cm) == DECODE_OK);           // stream 1, cells 0-1 (cells 256-257 end to end)
         const cell_map & m = cm.maps().at(0);

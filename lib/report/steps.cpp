@@ -3,8 +3,6 @@
 #include "trace/op_trace.h"
 #include "util/row_writer.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 
 namespace kvsim {
