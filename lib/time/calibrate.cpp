@@ -294,17 +294,23 @@ std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, c
         for (const auto & t : p) v.push_back(s.memory_bound(t));
     return v;
 }
+// The weight type every result shares (refused when they differ), each result checked against the model.
+const weight_file_type & checked_weight_type(const std::vector<llama_bench_row> & points, const model_shape & m,
+                                            const weight_file_type * weights) {
+    if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
+    const weight_file_type & ft = bench_weight_type(points.front(), weights);
+    for (const auto & p : points) {
+        bench_weight_type(p, &ft);
+        check_bench_model(p, m, ft);
+    }
+    return ft;
+}
 }  // namespace
 
 calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                              const device_profile & base) {
-    if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
     calibration_result r;
-    const weight_file_type & ft = bench_weight_type(points.front(), weights);
-    for (const auto & p : points) {
-        bench_weight_type(p, &ft);   // every result of the same weights
-        check_bench_model(p, m, ft);
-    }
+    const weight_file_type & ft = checked_weight_type(points, m, weights);
     r.weights = &ft;
     step_time_model tm{base, m, &ft};
     std::vector<std::vector<ubatch_terms>> pts;
@@ -412,13 +418,8 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
 
 calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                                  const device_profile & profile) {
-    if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
     calibration_result r;
-    const weight_file_type & ft = bench_weight_type(points.front(), weights);
-    for (const auto & p : points) {
-        bench_weight_type(p, &ft);
-        check_bench_model(p, m, ft);
-    }
+    const weight_file_type & ft = checked_weight_type(points, m, weights);
     r.weights = &ft;
     r.profile = profile;
     const step_time_model tm{profile, m, &ft};

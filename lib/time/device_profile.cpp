@@ -20,20 +20,18 @@ namespace {
 // dense BF16 tensor-core peaks 989 / 989 / 312 TFLOP/s. cpu: the 2-vCPU Zen 3 class machine of
 // this project, 67 GB/s and 0.4 TFLOP/s as kvsim has always used (measure yours: --device host or
 // kvsim calibrate). No efficiency terms: every fraction 1, no overheads.
-const std::pair<const char *, const char *> k_presets[] = {
-    {"h200", R"({"name": "h200", "source": "datasheet", "bandwidth_gbs": 4800, "peak_tflops": 989,
-  "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
-  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0})"},
-    {"h100", R"({"name": "h100", "source": "datasheet", "bandwidth_gbs": 3350, "peak_tflops": 989,
-  "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
-  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0})"},
-    {"a100", R"({"name": "a100", "source": "datasheet", "bandwidth_gbs": 2039, "peak_tflops": 312,
-  "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
-  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0})"},
-    {"cpu", R"({"name": "cpu", "source": "datasheet", "bandwidth_gbs": 67, "peak_tflops": 0.4,
-  "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
-  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0})"},
+struct datasheet {
+    const char * name;
+    double bandwidth_gbs, peak_tflops;
 };
+const datasheet k_presets[] = {{"h200", 4800, 989}, {"h100", 3350, 989}, {"a100", 2039, 312}, {"cpu", 67, 0.4}};
+
+std::string datasheet_json(const datasheet & d) {
+    return fmt::format(R"({{"name": "{}", "source": "datasheet", "bandwidth_gbs": {}, "peak_tflops": {},
+  "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
+  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0}})",
+                       d.name, d.bandwidth_gbs, d.peak_tflops);
+}
 
 const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "weight_read_fraction",
                                         "gemm_fraction", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
@@ -76,7 +74,7 @@ double device_profile::gemm_fraction_at(double tokens) const {
 const std::string & device_preset_json(const std::string & name) {
     static const auto texts = [] {
         std::vector<std::pair<std::string, std::string>> v;
-        for (const auto & [n, t] : k_presets) v.emplace_back(n, t);
+        for (const auto & d : k_presets) v.emplace_back(d.name, datasheet_json(d));
         return v;
     }();
     for (const auto & [n, t] : texts) {
@@ -88,7 +86,7 @@ const std::string & device_preset_json(const std::string & name) {
 
 std::vector<std::string> device_preset_names() {
     std::vector<std::string> v;
-    for (const auto & p : k_presets) v.emplace_back(p.first);
+    for (const auto & d : k_presets) v.emplace_back(d.name);
     return v;
 }
 
