@@ -7,6 +7,8 @@
 #if KVSIM_X86  // other architectures take the scalar loops (cpu_isa.h)
 
 #include <algorithm>  // fa_group_loops.h, included inside the target region below
+#include <type_traits>
+#include <utility>
 
 #include <immintrin.h>
 

@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "cpu/fa_group.h"
 
@@ -111,31 +113,60 @@ void pv_any(float * const * acc, const float * p, int64_t ld, int64_t n_rows, co
     pv<Isa, T, false>(acc, p, ld, n_rows, v0, stride, nt, dv, live, nullptr, pf);
 }
 
+// f(std::integral_constant<ggml_type, T>{}) for a K/V type T the loops are compiled for; other types do nothing.
+template <class F>
+void with_kv_type(ggml_type t, F && f) {
+    switch (t) {
+        case ggml_type::f32: return f(std::integral_constant<ggml_type, ggml_type::f32>{});
+        case ggml_type::f16: return f(std::integral_constant<ggml_type, ggml_type::f16>{});
+        case ggml_type::q8_0: return f(std::integral_constant<ggml_type, ggml_type::q8_0>{});
+        case ggml_type::q4_0: return f(std::integral_constant<ggml_type, ggml_type::q4_0>{});
+        default: return;
+    }
+}
+
 // fa_group_qk's contract; qq reaches the loops for a q8_0 K only.
 template <class Isa>
 void fa_qk(ggml_type tk, const float * const * q, int64_t n_rows, const char * k0, size_t stride, int64_t nt,
            int64_t dk, float * scores, int64_t ld, prefetch_stream & pf, const int32_t * cells,
            const block_q8_0 * const * qq) {
-    switch (tk) {
-        case ggml_type::f32: return qk_any<Isa, ggml_type::f32>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells, nullptr);
-        case ggml_type::f16: return qk_any<Isa, ggml_type::f16>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells, nullptr);
-        case ggml_type::q8_0: return qk_any<Isa, ggml_type::q8_0>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells, qq);
-        case ggml_type::q4_0: return qk_any<Isa, ggml_type::q4_0>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells, nullptr);
-        default: return;
-    }
+    with_kv_type(tk, [&](auto t) {
+        constexpr ggml_type T = decltype(t)::value;
+        qk_any<Isa, T>(q, n_rows, k0, stride, nt, dk, scores, ld, pf, cells, T == ggml_type::q8_0 ? qq : nullptr);
+    });
 }
 
 // fa_group_pv's contract.
 template <class Isa>
 void fa_pv(ggml_type tv, float * const * acc, const float * p, int64_t ld, int64_t n_rows, const char * v0,
            size_t stride, int64_t nt, int64_t dv, const char * live, prefetch_stream & pf, const int32_t * cells) {
-    switch (tv) {
-        case ggml_type::f32: return pv_any<Isa, ggml_type::f32>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
-        case ggml_type::f16: return pv_any<Isa, ggml_type::f16>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
-        case ggml_type::q8_0: return pv_any<Isa, ggml_type::q8_0>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
-        case ggml_type::q4_0: return pv_any<Isa, ggml_type::q4_0>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
-        default: return;
-    }
+    with_kv_type(tv, [&](auto t) {
+        pv_any<Isa, decltype(t)::value>(acc, p, ld, n_rows, v0, stride, nt, dv, live, cells, pf);
+    });
 }
+
+// The traits of an instruction set whose Q.K block is 4 rows x 2 cells in 8 lanes (lane 4c + r) and whose P.V
+// goes 16 elements at a time (AVX2, NEON). Kern supplies
+//   qk_lanes<T>(q, qq, k, dk, pf, lanes)   the block's 8 scores into lanes;
+//   pv16<T, Listed>(acc, p, n_valid, v0, stride, nt, e0, live, cells, pf)   pv_cols for 16 elements.
+template <class Kern>
+struct isa_4x2_by_16 {
+    static constexpr int qk_cells = 2;
+    static constexpr int64_t pv_wide = 16;
+
+    template <ggml_type T>
+    static void qk_block(const float * const * q, const block_q8_0 * const * qq, const char * const * k, int64_t dk,
+                         prefetch_stream & pf, float * out, int64_t ld, int64_t n_valid, int64_t n_cells) {
+        alignas(32) float lanes[8];
+        Kern::template qk_lanes<T>(q, qq, k, dk, pf, lanes);
+        store_lanes<1, 4>(lanes, out, ld, n_valid, n_cells);
+    }
+
+    template <ggml_type T, bool Listed, int W, class... Args>
+    static void pv_cols(Args &&... args) {
+        static_assert(W == 16);
+        Kern::template pv16<T, Listed>(std::forward<Args>(args)...);
+    }
+};
 
 }  // namespace kvsim::cpu::fa_loops

@@ -10,6 +10,8 @@
 #if KVSIM_ARM  // other architectures take their own loops (cpu_isa.h)
 
 #include <algorithm>  // fa_group_loops.h
+#include <type_traits>
+#include <utility>
 #include <cstring>
 
 #include <arm_neon.h>
@@ -168,36 +170,23 @@ void pv_4x16(float * const * acc, const float * const * p, int64_t n_valid, cons
     }
 }
 
-// The traits of fa_group_loops.h: 4 rows x 2 cells (Q.K), 4 rows x 16 elements (P.V). Dotprod: a q8_0 K's integer
-// Q.K with SDOT (qk_4x2_q8_sdot), else SMULL + SADALP (qk_4x2_q8).
+// The kernels behind fa_group_loops.h's isa_4x2_by_16. Dotprod: a q8_0 K's integer Q.K with SDOT
+// (qk_4x2_q8_sdot), else SMULL + SADALP (qk_4x2_q8).
 template <bool Dotprod>
-struct isa {
-    static constexpr int qk_cells = 2;
-    static constexpr int64_t pv_wide = 16;
-
+struct kern {
     template <ggml_type T>
-    static void qk_block(const float * const * q, const block_q8_0 * const * qq, const char * const * k, int64_t dk,
-                         prefetch_stream & pf, float * out, int64_t ld, int64_t n_valid, int64_t n_cells) {
-        float lanes[8];
-        if (T == ggml_type::q8_0 && qq[0]) {
-            if constexpr (Dotprod) {
-                qk_4x2_q8_sdot(qq, k, dk / QK8_0, pf, lanes);
-            } else {
-                qk_4x2_q8(qq, k, dk / QK8_0, pf, lanes);
-            }
-        } else {
-            qk_4x2<T>(q, k, dk, pf, lanes);
-        }
-        fa_loops::store_lanes<1, 4>(lanes, out, ld, n_valid, n_cells);
+    static void qk_lanes(const float * const * q, const block_q8_0 * const * qq, const char * const * k, int64_t dk,
+                         prefetch_stream & pf, float * lanes) {
+        if (T != ggml_type::q8_0 || !qq[0]) return qk_4x2<T>(q, k, dk, pf, lanes);
+        if constexpr (Dotprod) return qk_4x2_q8_sdot(qq, k, dk / QK8_0, pf, lanes);
+        qk_4x2_q8(qq, k, dk / QK8_0, pf, lanes);
     }
 
-    template <ggml_type T, bool Listed, int W>
-    static void pv_cols(float * const * acc, const float * const * p, int64_t n_valid, const char * v0, size_t stride,
-                        int64_t nt, int64_t e0, const char * live, const int32_t * cells, prefetch_stream & pf) {
-        static_assert(W == 16);
-        pv_4x16<T, Listed>(acc, p, n_valid, v0, stride, nt, e0, live, cells, pf);
-    }
+    template <ggml_type T, bool Listed, class... Args>
+    static void pv16(Args &&... args) { pv_4x16<T, Listed>(std::forward<Args>(args)...); }
 };
+template <bool Dotprod>
+using isa = fa_loops::isa_4x2_by_16<kern<Dotprod>>;
 
 }  // namespace
 
