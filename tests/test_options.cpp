@@ -107,6 +107,8 @@ TEST_CASE("replay_options::validate: the model, the batch, the device and the ke
         {[](replay_options & o) { o.model.swa = swa_type::chunked; }, "swa_type chunked needs n_swa > 0", {"swa_type", "n_swa"}},
         {[](replay_options & o) { o.model.n_head_kv = 0; }, "n_layer, n_head, n_head_kv and head_dim must be > 0",
          {"n_layer", "n_head", "n_head_kv", "head_dim"}},
+        {[](replay_options & o) { o.model.n_layer = 2147483647; }, "n_layer 2147483647 exceeds llama.cpp's LLAMA_MAX_LAYERS 512",
+         {"n_layer"}},
         {[](replay_options & o) {
              o.model.n_head = 6;
              o.model.n_head_kv = 4;

@@ -12,6 +12,8 @@ namespace kvsim {
 
 namespace {
 // The model shape after overrides, and the context options that depend on it.
+constexpr uint32_t k_max_layers = 512;   // LLAMA_MAX_LAYERS
+
 void check_model(const model_shape & m, const context_params & ctx) {
     if (ctx.swa_full && !m.has_swa()) {
         throw option_error({"swa_full", "n_swa"},
@@ -22,6 +24,11 @@ void check_model(const model_shape & m, const context_params & ctx) {
     }
     if (m.n_layer == 0 || m.n_head == 0 || m.n_head_kv == 0 || m.head_dim == 0) {
         throw option_error({"n_layer", "n_head", "n_head_kv", "head_dim"}, "n_layer, n_head, n_head_kv and head_dim must be > 0");
+    }
+    // upstream's per-layer arrays hold LLAMA_MAX_LAYERS (src/llama-hparams.h); a larger count was a multi-minute
+    // loop over layers that looked like a hang
+    if (m.n_layer > k_max_layers) {
+        throw option_error({"n_layer"}, fmt::format("n_layer {} exceeds llama.cpp's LLAMA_MAX_LAYERS {}", m.n_layer, k_max_layers));
     }
     if (m.n_head % m.n_head_kv != 0) {
         throw option_error({"n_head", "n_head_kv"}, fmt::format("n_head {} is not a multiple of n_head_kv {}", m.n_head, m.n_head_kv));
