@@ -67,6 +67,13 @@ device_profile resolve_device(const std::string & name, int threads) {
 }
 
 void replay_cli::add_to(CLI::App & cmd) {
+    add_workload(cmd);
+    add_sizing(cmd);
+    add_server(cmd);
+    add_outputs(cmd);
+}
+
+void replay_cli::add_workload(CLI::App & cmd) {
     auto & o = opt;
     cmd.add_option("trace", o.trace, "Op trace (CSV) or request trace (Azure CSV, Mooncake JSONL, BurstGPT CSV)")
         ->required();
@@ -74,22 +81,8 @@ void replay_cli::add_to(CLI::App & cmd) {
         ->check(CLI::IsMember({"auto", "ops", "azure", "mooncake", "burstgpt"}));
     cmd.add_option("--model", model_name, "Model shape preset: " + fmt::format("{}", fmt::join(model_preset_names(), ", ")))
         ->capture_default_str();
-    o.ctx.n_ctx = 0;
-    cmd.add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens (padded to 256 like llama.cpp; 0 = the model's training context). A request trace's slots "
-                   "get min(n_ctx_seq, the model's training context), as in llama-server")
-        ->capture_default_str();
-    cmd.add_option("--parallel", n_parallel,
-                   "Server slots / n_seq_max (llama.cpp -np; -1 = auto: 4 slots with a unified cache for a request trace, "
-                   "as llama-server; 1 for an op trace)")
-        ->capture_default_str();
     cmd.add_option("-b,--batch-size", o.ctx.n_batch, "Logical batch size n_batch")->capture_default_str();
-    cmd.add_option("--ubatch-size", o.ctx.n_ubatch, "Physical batch size n_ubatch (llama.cpp -ub)")->capture_default_str();
-    opt_kv_unified = cmd.add_flag("--kv-unified,!--no-kv-unified", o.ctx.kv_unified,
-                 "One KV stream shared by all sequences (llama.cpp -kvu / -no-kvu; on by itself when -np is auto)");
     cmd.add_flag("--swa-full", o.ctx.swa_full, "Full-size SWA cache");
-    cmd.add_option("--cache-type-k", type_k, "K cache type (llama.cpp -ctk): f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl")
-        ->capture_default_str();
-    cmd.add_option("--cache-type-v", type_v, "V cache type (llama.cpp -ctv)")->capture_default_str();
     cmd.add_option("--flash-attn", flash_attn, "Flash attention on|off|auto (llama.cpp -fa)")
         ->check(CLI::IsMember({"on", "off", "auto"}))
         ->capture_default_str();
@@ -102,15 +95,31 @@ void replay_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--n-swa", n_swa, "Override the sliding window (tokens; 0 = no SWA)")->check(CLI::Range(0, 2147483647));
     cmd.add_option("--swa-type", swa_type_name, "Override the SWA type: none standard chunked symmetric");
     cmd.add_option("--swa-pattern", swa_pattern, "Override the SWA layer pattern (n_pattern; 0 = all layers SWA)");
-    cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)");
-    cmd.add_option("--out", o.out_dir, "Directory for reports: summary.json, occupancy.csv, requests.csv (request traces), "
-                   "bandwidth.csv (timed kernels), report.html; steps.csv with --steps-csv");
-    cmd.add_option("--trace-json", o.trace_json, "Write a Chrome trace-event / Perfetto timeline of the replay (open in ui.perfetto.dev)");
-    cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable)");
-    // request_only / shift_only: checked in check_given_options
-    request_only.push_back(cmd.add_flag("--steps-csv", o.steps_csv,
-                                        "Also write steps.csv into --out: one row per llama_decode call with its predicted "
-                                        "time (61 MB for the bundled Azure trace)"));
+}
+
+void replay_cli::add_sizing(CLI::App & cmd) {
+    auto & o = opt;
+    o.ctx.n_ctx = 0;
+    cmd.add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens (padded to 256 like llama.cpp; 0 = the model's training context). A request trace's slots "
+                   "get min(n_ctx_seq, the model's training context), as in llama-server")
+        ->capture_default_str();
+    cmd.add_option("--parallel", n_parallel,
+                   "Server slots / n_seq_max (llama.cpp -np; -1 = auto: 4 slots with a unified cache for a request trace, "
+                   "as llama-server; 1 for an op trace)")
+        ->capture_default_str();
+    cmd.add_option("--ubatch-size", o.ctx.n_ubatch, "Physical batch size n_ubatch (llama.cpp -ub)")->capture_default_str();
+    opt_kv_unified = cmd.add_flag("--kv-unified,!--no-kv-unified", o.ctx.kv_unified,
+                 "One KV stream shared by all sequences (llama.cpp -kvu / -no-kvu; on by itself when -np is auto)");
+    cmd.add_option("--cache-type-k", type_k, "K cache type (llama.cpp -ctk): f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl")
+        ->capture_default_str();
+    cmd.add_option("--cache-type-v", type_v, "V cache type (llama.cpp -ctv)")->capture_default_str();
+    request_only.push_back(cmd.add_option("--cache-ram", o.server.cache_ram_mib,
+                                          "Host-RAM prompt cache in MiB (llama-server -cram; -1 = no limit, 0 = off)")
+                               ->capture_default_str());
+}
+
+void replay_cli::add_server(CLI::App & cmd) {
+    auto & o = opt;
     request_only.push_back(
         cmd.add_flag("--context-shift", o.server.context_shift, "Shift a full slot (seq_rm + seq_add) instead of stopping it"));
     shift_only.push_back(cmd.add_option("--keep", o.server.n_keep, "n_keep: tokens kept at a context shift (-1 = the whole prompt)")
@@ -126,9 +135,6 @@ void replay_cli::add_to(CLI::App & cmd) {
     request_only.push_back(cmd.add_option("--slot-prompt-similarity", o.server.slot_prompt_similarity,
                                           "Prefer the idle slot whose cached prefix covers more than this fraction of the "
                                           "prompt (llama-server -sps; 0 = LRU only)")
-                               ->capture_default_str());
-    request_only.push_back(cmd.add_option("--cache-ram", o.server.cache_ram_mib,
-                                          "Host-RAM prompt cache in MiB (llama-server -cram; -1 = no limit, 0 = off)")
                                ->capture_default_str());
     request_only.push_back(opt_idle_slots = cmd.add_flag("--cache-idle-slots,!--no-cache-idle-slots", o.server.cache_idle_slots,
                                         "Save idle slots to the RAM cache at each launch, and clear them with a unified cache "
@@ -150,12 +156,26 @@ void replay_cli::add_to(CLI::App & cmd) {
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--bandwidth-gbs", bandwidth_gbs, "Override the device memory bandwidth (GB/s)"));
     request_only.push_back(cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)"));
-    cmd.add_option("--occupancy-every", o.occupancy_every, "occupancy.csv: one row every N ubatches (0 = auto, about 20k rows)");
     request_only.push_back(cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)"));
     request_only.push_back(cmd.add_option("--rate-scale", o.rate_scale,
                                           "Replay the trace's arrivals X times as fast (2 = twice the request rate, 0.5 = "
                                           "half), keeping their order and shape; with --arrivals trace")
                                ->capture_default_str());
+    request_only.insert(request_only.end(), shift_only.begin(), shift_only.end());
+}
+
+void replay_cli::add_outputs(CLI::App & cmd) {
+    auto & o = opt;
+    cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)");
+    cmd.add_option("--out", o.out_dir, "Directory for reports: summary.json, occupancy.csv, requests.csv (request traces), "
+                   "bandwidth.csv (timed kernels), report.html; steps.csv with --steps-csv");
+    cmd.add_option("--trace-json", o.trace_json, "Write a Chrome trace-event / Perfetto timeline of the replay (open in ui.perfetto.dev)");
+    cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable)");
+    // request_only / shift_only: checked in check_given_options
+    request_only.push_back(cmd.add_flag("--steps-csv", o.steps_csv,
+                                        "Also write steps.csv into --out: one row per llama_decode call with its predicted "
+                                        "time (61 MB for the bundled Azure trace)"));
+    cmd.add_option("--occupancy-every", o.occupancy_every, "occupancy.csv: one row every N ubatches (0 = auto, about 20k rows)");
     cmd.add_option("--backend", o.kernels.backend, "Attention kernels: auto (cuda if built and a GPU is present, else cpu), cpu, cuda, none")
         ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
         ->capture_default_str();
@@ -175,7 +195,6 @@ void replay_cli::add_to(CLI::App & cmd) {
         cmd.add_option("--step-time", step_time, "Simulated step time: roofline, or measured (attention part from the timed kernels)")
             ->check(CLI::IsMember({"roofline", "measured"}))
             ->capture_default_str());
-    request_only.insert(request_only.end(), shift_only.begin(), shift_only.end());
     cmd.add_flag("-q,--quiet", o.quiet, "No terminal summary");
     cmd.add_flag("--no-progress", no_progress, "Never draw a progress bar");
     cmd.add_flag("--progress", force_progress, "Draw a progress bar even when stderr is not a terminal");
@@ -239,7 +258,7 @@ void replay_cli::check_given_options(replay_options & o) const {
                                       "and without --swa-full ({}{})", opt_checkpoints->count() > 0 ? "--ctx-checkpoints" : "--checkpoint-min-step",
                                       o.model.name, o.ctx.swa_full ? " with --swa-full" : " has none"));
     }
-    o.no_kv_unified_given = opt_kv_unified->count() > 0 && !o.ctx.kv_unified;
+    o.no_kv_unified_given = opt_kv_unified && opt_kv_unified->count() > 0 && !o.ctx.kv_unified;
     // The trace kind is known only once run_replay has looked at the file: it refuses these there.
     for (const CLI::Option * op : request_only) {
         if (op->count() > 0) o.request_only_given.push_back(op->get_name());

@@ -30,7 +30,15 @@ struct replay_cli {
     // Options refused when they would change nothing (check_given_options).
     CLI::Option *opt_kv_unified = nullptr, *opt_idle_slots = nullptr, *opt_checkpoints = nullptr, *opt_checkpoint_step = nullptr;
 
-    void add_to(CLI::App & cmd);
+    void add_to(CLI::App & cmd);   // every section below, in this order
+    // The trace, the model shape and the context settings a plan does not vary (-b, --swa-full, -fa).
+    void add_workload(CLI::App & cmd);
+    // The settings `kvsim plan` searches (-c, -np, -ub, -kvu, -ctk, -ctv, --cache-ram): plan registers lists instead.
+    void add_sizing(CLI::App & cmd);
+    // The simulated llama-server, its device and weights, the trace's slice and rate.
+    void add_server(CLI::App & cmd);
+    // Output files, terminal, progress and the real kernels.
+    void add_outputs(CLI::App & cmd);
     // Resolve the model preset and overrides, types and flags. Throws usage_error.
     replay_options finish();
     // finish()'s checks of options that were given but would do nothing. Throws usage_error.

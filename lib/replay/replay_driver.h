@@ -10,6 +10,7 @@
 #include "replay/replay_observers.h"
 #include "replay/replay_options.h"
 #include "replay/replay_outputs.h"
+#include "replay/run_replay.h"
 #include "report/occupancy.h"
 #include "sched/request_result.h"
 #include "time/sim_clock.h"
@@ -81,13 +82,5 @@ std::unique_ptr<replay_driver> make_request_driver(const replay_options & opt);
 // n_ubatch N[, SWA cache N cells]".
 std::string context_line(const context & ctx);
 
-// The replay's memory as llama.cpp and llama-server would allocate it (kv/memory_breakdown.h):
-// the weights in opt.weights' type (f16 when absent), the context's K/V and buffers, and for a
-// request trace the server's --cache-ram (an op trace has no server: 0).
-memory_breakdown replay_memory(const replay_options & opt, const context & ctx, bool request_trace);
-// The terminal's "memory" row: "device X GiB = weights + K/V + compute; host: ...".
-std::string memory_line(const memory_breakdown & b);
-// summary.json's "memory" (bytes; cache_ram -1 = no limit).
-nlohmann::json memory_json(const memory_breakdown & b);
 
 }  // namespace kvsim

@@ -93,7 +93,7 @@ terminal_rows request_terminal_rows(const replay_options & opt, const context & 
     return {
         {"context", context_line(ctx)},
         {"KV memory", mib(compute_kv_bytes(ctx.model(), ctx.params(), ctx.sizes()).total())},
-        {"memory", memory_line(replay_memory(opt, ctx, true))},
+        {"memory", memory_line(replay_memory(opt, ctx.params(), ctx.sizes(), true))},
         {"outcomes", fmt::format("{} done, {} truncated, {} failed", oc["done"].get<uint64_t>(), oc["truncated"].get<uint64_t>(),
                                  oc["failed"].get<uint64_t>())},
         {"tokens decoded", fmt::format("{} prompt + {} generated", totals["prompt_tokens_decoded"].get<uint64_t>(),

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <memory>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 namespace kvsim {
@@ -27,10 +28,9 @@ std::string context_line(const context & ctx) {
                        s.swa_size ? fmt::format(", SWA cache {} cells", s.swa_size) : "");
 }
 
-memory_breakdown replay_memory(const replay_options & opt, const context & ctx, bool request_trace) {
+memory_breakdown replay_memory(const replay_options & opt, const context_params & p, const context_sizes & s, bool request_trace) {
     const double weights = model_weight_bytes(opt.model, opt.weights ? *opt.weights : parse_weight_file_type("f16")).file_bytes();
-    return compute_memory_breakdown(opt.model, ctx.params(), ctx.sizes(), weights,
-                                    request_trace ? opt.server.cache_ram_mib : 0);
+    return compute_memory_breakdown(opt.model, p, s, weights, request_trace ? opt.server.cache_ram_mib : 0);
 }
 
 std::string memory_line(const memory_breakdown & b) {
@@ -111,7 +111,7 @@ void print_terminal(std::ostream & term, const std::string & title, const termin
 // The skeleton, in order: the context, the outputs (every path checked and opened before any
 // work), the cell dump, the clock and the observers, the run, the summary and terminal rows, the
 // kernel hooks' part, the writes, one commit, the terminal table. `d` has read its trace already.
-void replay_with(const replay_options & opt, replay_driver & d, std::ostream & term, replay_hooks * hooks) {
+replay_result replay_with(const replay_options & opt, replay_driver & d, std::ostream & term, replay_hooks * hooks) {
     context ctx(opt.model, opt.ctx);
     replay_outputs out(opt, d.is_request_trace(), hooks != nullptr);
     std::unique_ptr<cell_dumper> dump;
@@ -135,7 +135,7 @@ void replay_with(const replay_options & opt, replay_driver & d, std::ostream & t
     json & j = rep.summary;
     j["tool"] = "kvsim 0.1.0";
     j["config"] = config_json(opt, ctx);
-    j["memory"] = memory_json(replay_memory(opt, ctx, d.is_request_trace()));
+    j["memory"] = memory_json(replay_memory(opt, ctx.params(), ctx.sizes(), d.is_request_trace()));
     j["peaks"] = peaks_json(occ);
     j["wall_seconds"] = wall;
     finish_hooks(hooks, out, j, rep.rows);
@@ -148,6 +148,7 @@ void replay_with(const replay_options & opt, replay_driver & d, std::ostream & t
     obs.write(out, j, occ, rep.requests, hooks);
     out.commit();
     if (!opt.quiet) print_terminal(term, rep.title, rep.rows, opt);
+    return {std::move(j), rep.requests ? *rep.requests : std::vector<request_result>{}};
 }
 
 bool is_op_trace(const replay_options & opt) {
@@ -171,16 +172,35 @@ void resolve_auto_sizes(replay_options & opt, bool op_trace) {
         opt.ctx.kv_unified = true;
     }
 }
-}  // namespace
 
-void run_replay(const replay_options & options, std::ostream & term, replay_hooks * hooks) {
+replay_result run_checked(const replay_options & options, std::ostream & term, replay_hooks * hooks) {
     options.validate();
     replay_options opt = options;
     const bool op_trace = is_op_trace(opt);   // the trace's first line, read once
     resolve_auto_sizes(opt, op_trace);
     check_host_memory(opt);
     const std::unique_ptr<replay_driver> d = op_trace ? make_op_driver(opt) : make_request_driver(opt);
-    replay_with(opt, *d, term, hooks);
+    return replay_with(opt, *d, term, hooks);
+}
+}  // namespace
+
+void run_replay(const replay_options & options, std::ostream & term, replay_hooks * hooks) {
+    run_checked(options, term, hooks);
+}
+
+replay_result run_replay_quiet(const replay_options & options) {
+    replay_options opt = options;
+    opt.dump_cells.clear();
+    opt.out_dir.clear();
+    opt.steps_csv = false;
+    opt.trace_json.clear();
+    opt.emit_ops.clear();
+    opt.quiet = true;
+    opt.progress = false;
+    opt.kernels = kernel_options{};
+    opt.kernels.backend = "none";
+    std::ostringstream none;
+    return run_checked(opt, none, nullptr);
 }
 
 }  // namespace kvsim

@@ -24,11 +24,6 @@ namespace kvsim {
 
 namespace {
 
-double tpot(const request_result & r) {
-    if (r.outcome == request_outcome::failed || r.n_gen < 2 || r.first_token < 0) return -1;
-    return (r.finish - r.first_token) / (r.n_gen - 1);
-}
-
 nlohmann::json stats(std::vector<double> v) {
     if (v.empty()) return {{"n", 0}};
     std::sort(v.begin(), v.end());
@@ -39,6 +34,11 @@ nlohmann::json stats(std::vector<double> v) {
 }
 }  // namespace
 
+double request_tpot(const request_result & r) {
+    if (r.outcome == request_outcome::failed || r.n_gen < 2 || r.first_token < 0) return -1;
+    return (r.finish - r.first_token) / (r.n_gen - 1);
+}
+
 void write_requests_csv(std::ostream & out, const std::vector<request_result> & rs) {
     out << "request,line,slot,n_prompt,n_gen_target,n_gen,prefix_reused,ram_restored_cells,context_shifts,arrival_s,"
            "admission_s,first_token_s,finish_s,queue_delay_s,ttft_s,tpot_s,outcome,error\n";
@@ -48,7 +48,7 @@ void write_requests_csv(std::ostream & out, const std::vector<request_result> & 
         w.row(FMT_COMPILE("{},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{},{},{},\"{}\"\n"), i, r.line, r.slot, r.n_prompt,
               r.n_gen_target, r.n_gen, r.n_prefix_reused, r.n_ram_restored, r.n_shifts, r.arrival, opt_time{r.admission},
               opt_time{r.first_token}, opt_time{r.finish}, opt_time{r.admission < 0 ? -1 : r.admission - r.arrival},
-              opt_time{r.first_token < 0 ? -1 : r.first_token - r.arrival}, opt_time{tpot(r)},
+              opt_time{r.first_token < 0 ? -1 : r.first_token - r.arrival}, opt_time{request_tpot(r)},
               request_outcome_name(r.outcome), r.error);
     }
 }
@@ -62,7 +62,7 @@ nlohmann::json latency_summary(const std::vector<request_result> & rs) {
         failed += r.outcome == request_outcome::failed;
         pending += r.outcome == request_outcome::pending;
         if (r.first_token >= 0) ttft.push_back(r.first_token - r.arrival);
-        if (tpot(r) >= 0) tp.push_back(tpot(r));
+        if (request_tpot(r) >= 0) tp.push_back(request_tpot(r));
         if (r.admission >= 0) qd.push_back(r.admission - r.arrival);
     }
     return {{"outcomes", {{"done", done}, {"truncated", trunc}, {"failed", failed}, {"pending", pending}}},

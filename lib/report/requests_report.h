@@ -14,6 +14,10 @@ namespace kvsim {
 // (empty when n_gen < 2 or the request failed); empty fields for events that did not happen.
 void write_requests_csv(std::ostream & out, const std::vector<request_result> & rs);
 
+// A request's time per output token: (finish - first_token) / (n_gen - 1); -1 when n_gen < 2, the
+// request failed or never produced a token.
+double request_tpot(const request_result & r);
+
 // {"outcomes":{done,truncated,failed}, "ttft_s":{p50,p90,p99,mean}, "tpot_s":{...},
 //  "queue_delay_s":{...}} over the requests that reached each event.
 nlohmann::json latency_summary(const std::vector<request_result> & rs);
