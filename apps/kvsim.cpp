@@ -4,6 +4,7 @@
 #include "common/calibrate_cli.h"
 #include "common/help_format.h"
 #include "common/llama_args.h"
+#include "common/plan_cli.h"
 #include "common/replay_cli.h"
 #include "replay/run_replay.h"
 #include "trace/convert.h"
@@ -24,6 +25,11 @@ int main(int argc, char ** argv) {
     CLI::App * replay = app.add_subcommand("replay", "Replay an op trace or a request trace through the KV cache");
     replay_cli rc;
     rc.add_to(*replay);
+
+    CLI::App * plan = app.add_subcommand("plan", "Rank llama-server settings (-np, -c, -ctk/-ctv, -kvu, -ub, --cache-ram) for a "
+                                                 "request trace within a device's memory");
+    plan_cli pc;
+    pc.add_to(*plan);
 
     CLI::App * inspect = app.add_subcommand("inspect", "Statistics of a trace before replaying it");
     std::string insp_trace, insp_format = "auto";
@@ -60,6 +66,9 @@ int main(int argc, char ** argv) {
         cpu::check_cpu_isa_env();
         if (replay->parsed()) {
             return rc.run(std::cout);
+        }
+        if (plan->parsed()) {
+            return pc.run(std::cout);
         }
         if (calibrate->parsed()) {
             return cc.run(std::cout);

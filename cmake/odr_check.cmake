@@ -7,13 +7,13 @@
 # object with -Werror=odr. Not part of `all`: the test builds it (a second compile of every unit at -O0 from a
 # cold cache; after an edit, the changed units and the link). Included when KVSIM_ODR_CHECK is ON.
 set(KVSIM_ODR_SOURCES ${KVSIM_APP_COMMON})
-foreach(layer kvsim_core kvsim_util kvsim_kv kvsim_kernels kvsim_sched kvsim_report kvsim_replay kvsim_timing kvsim_bench)
+foreach(layer kvsim_core kvsim_util kvsim_kv kvsim_kernels kvsim_drive kvsim_time kvsim_sched kvsim_report kvsim_replay kvsim_timing kvsim_plan kvsim_bench)
   get_target_property(s ${layer} SOURCES)
   list(APPEND KVSIM_ODR_SOURCES ${s})
 endforeach()
 add_library(kvsim_odr_objects OBJECT EXCLUDE_FROM_ALL ${KVSIM_ODR_SOURCES})
 # the layers' include directories and definitions (a usage requirement only: nothing of theirs is linked here)
-target_link_libraries(kvsim_odr_objects PRIVATE kvsim_timing kvsim_bench)
+target_link_libraries(kvsim_odr_objects PRIVATE kvsim_timing kvsim_plan kvsim_bench)
 target_include_directories(kvsim_odr_objects PRIVATE apps ${CLI11_INCLUDE} ${FCCP_INCLUDE})
 if(KVSIM_HAVE_CUDA)   # apps/common's CUDA branches (the .cu units are nvcc's, outside this check)
   target_link_libraries(kvsim_odr_objects PRIVATE kvsim_cuda)

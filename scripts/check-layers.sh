@@ -31,8 +31,9 @@ sched: time drive trace kv model core util
 report: time sched drive trace kv model core util
 replay: report time sched drive trace kv model core util kernels
 timing: replay report time sched drive trace kv model core util kernels
+plan: replay report time sched drive trace kv model core util
 bench: drive trace kernels kv model core util
-apps: timing bench replay report time sched drive trace kv model core util kernels cuda
+apps: timing plan bench replay report time sched drive trace kv model core util kernels cuda
 '
 
 declare -A allowed rank

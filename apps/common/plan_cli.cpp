@@ -1,0 +1,155 @@
+#include "common/plan_cli.h"
+
+#include "core/errors.h"
+#include "plan/plan.h"
+#include "plan/plan_report.h"
+#include "replay/replay_options.h"
+#include "util/atomic_file.h"
+#include "util/interrupt.h"
+#include "util/progress.h"
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+#include <memory>
+
+namespace kvsim {
+
+void plan_cli::add_to(CLI::App & cmd) {
+    base.add_workload(cmd);
+    base.add_server(cmd);
+    cmd.add_option("--parallel", n_parallel, "Grid: server slots (llama.cpp -np), comma-separated [default: 1,2,4,8]")
+        ->delimiter(',');
+    cmd.add_option("-c,--ctx-size", n_ctx, "Grid: context sizes in tokens, shared by the slots as llama-server shares -c "
+                   "[default: 16384,32768,65536,131072]")
+        ->delimiter(',');
+    cmd.add_option("--cache-type-k", type_k, "Grid: K cache types (llama.cpp -ctk) [default: f16,q8_0]")->delimiter(',');
+    cmd.add_option("--cache-type-v", type_v, "Grid: V cache types (llama.cpp -ctv) [default: the point's K type]")->delimiter(',');
+    cmd.add_option("--kv-unified", kv_unified, "Grid: one KV stream for all slots (llama.cpp -kvu): on, off [default: off,on]")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"on", "off"}));
+    cmd.add_option("--ubatch-size", n_ubatch, "Grid: physical batch sizes (llama.cpp -ub) [default: 512]")->delimiter(',');
+    cmd.add_option("--cache-ram", cache_ram, "Grid: host-RAM prompt cache in MiB (llama-server -cram; -1 = no limit, 0 = off) "
+                   "[default: 8192]")
+        ->delimiter(',');
+    cmd.add_option("--memory", memory, "The device's memory: 24GiB, 24576MiB or bytes (required)")->required();
+    cmd.add_option("--fit-target", fit_target_mib, "MiB left free on the device, as llama-server's --fit target (-fitt)")
+        ->capture_default_str();
+    cmd.add_option("--slo-ttft", slo_ttft, "Objective: time to first token in seconds (0 = none)")->capture_default_str();
+    cmd.add_option("--slo-tpot", slo_tpot, "Objective: time per output token in seconds (0 = none)")->capture_default_str();
+    cmd.add_option("--max-points", max_points, "Refuse a grid of more points than this")->capture_default_str();
+    cmd.add_option("-j,--jobs", jobs, "Points replayed at once (0 = every core)")->capture_default_str();
+    cmd.add_option("--out", out_dir, "Directory for plan.csv, plan.json and plan.html");
+    cmd.add_flag("--no-progress", base.no_progress, "Never draw a progress bar");
+    cmd.add_flag("--progress", base.force_progress, "Draw a progress bar even when stderr is not a terminal");
+    cmd.add_option("--top", top, "Rows of the ranked table on the terminal (0 = all)")->capture_default_str();
+}
+
+namespace {
+std::vector<ggml_type> parse_types(const std::vector<std::string> & names, const char * flag) {
+    std::vector<ggml_type> v;
+    for (const auto & n : names) {
+        try {
+            v.push_back(parse_ggml_type(n));
+        } catch (const std::invalid_argument & e) {
+            throw usage_error(fmt::format("{} {}: {}", flag, n, e.what()));
+        }
+    }
+    return v;
+}
+
+// The library's fields as plan's flags (plan_options::validate, then replay_options::validate).
+const flag_names & plan_flags() {
+    static const flag_names flags = [] {
+        flag_names f = replay_cli::flags_of_fields();
+        f["n_parallel"] = "-np";
+        f["type_k"] = "-ctk";
+        f["type_v"] = "-ctv";
+        f["kv_unified"] = "-kvu";
+        f["cache_ram_mib"] = "--cache-ram";
+        f["slo_ttft_s"] = "--slo-ttft";
+        f["slo_tpot_s"] = "--slo-tpot";
+        f["memory_bytes"] = "--memory";
+        f["margin_bytes"] = "--fit-target";
+        f["max_points"] = "--max-points";
+        return f;
+    }();
+    return flags;
+}
+
+void check_out_dir(const std::string & dir) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+        throw usage_error(fmt::format("--out {}: exists and is not a directory", dir));
+    }
+}
+
+void write_outputs(const std::string & dir, const plan_options & opt, const plan_result & r) {
+    check_out_dir(dir);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw usage_error(fmt::format("--out {}: cannot create it ({})", dir, ec.message()));
+    atomic_file csv(dir + "/plan.csv"), json(dir + "/plan.json"), html(dir + "/plan.html");
+    write_plan_csv(csv.out(), r);
+    json.out() << plan_json(opt, r).dump(2) << '\n';
+    write_plan_html(html.out(), opt, r);
+    for (atomic_file * f : {&csv, &json, &html}) f->finish();
+    for (atomic_file * f : {&csv, &json, &html}) f->commit();
+}
+}  // namespace
+
+plan_options plan_cli::finish() {
+    plan_options o;
+    o.base = base.finish();
+    plan_grid & g = o.grid;
+    if (!n_parallel.empty()) g.n_parallel = n_parallel;
+    if (!n_ctx.empty()) g.n_ctx = n_ctx;
+    if (!type_k.empty()) g.type_k = parse_types(type_k, "-ctk");
+    g.type_v = parse_types(type_v, "-ctv");
+    if (!kv_unified.empty()) {
+        g.kv_unified.clear();
+        for (const auto & k : kv_unified) g.kv_unified.push_back(k == "on");
+    }
+    if (!n_ubatch.empty()) g.n_ubatch = n_ubatch;
+    if (!cache_ram.empty()) g.cache_ram_mib = cache_ram;
+    try {
+        o.memory_bytes = parse_memory_bytes(memory);
+    } catch (const std::invalid_argument & e) {
+        throw usage_error(std::string("--memory: ") + e.what());
+    }
+    if (fit_target_mib < 0 || fit_target_mib > (int64_t(1) << 40)) {
+        throw usage_error(fmt::format("--fit-target must be in [0, 2^40] MiB, got {}", fit_target_mib));
+    }
+    o.margin_bytes = fit_target_mib << 20;
+    o.slo = {slo_ttft, slo_tpot};
+    o.max_points = max_points;
+    o.jobs = jobs;
+    return o;
+}
+
+int plan_cli::run(std::ostream & term) {
+    plan_options o;
+    plan_result r;
+    try {
+        o = finish();
+        if (!out_dir.empty()) check_out_dir(out_dir);   // a bad --out fails now, not after the whole plan
+        install_interrupt_handler();
+        progress_bar bar("plan", o.base.progress);
+        r = run_plan(o, [&](size_t done, size_t total) { bar.update(done, total); }, [] { return interrupted(); });
+        bar.finish();
+    } catch (const option_error & e) {
+        throw said_in_flags(e, plan_flags());
+    }
+    print_plan_table(term, o, r, top);
+    if (!out_dir.empty()) {
+        write_outputs(out_dir, o, r);
+        term << fmt::format("  outputs in {}/ (plan.csv, plan.json, plan.html)\n", out_dir);
+    }
+    if (interrupted()) {
+        std::cerr << "kvsim: interrupted; the outputs hold the points that finished\n";
+        return 128 + interrupt_signal();
+    }
+    return 0;
+}
+
+}  // namespace kvsim
