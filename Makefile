@@ -8,7 +8,7 @@ DEB_PACKAGES = cmake g++ libcli11-dev libfmt-dev libeigen3-dev doctest-dev libfc
 HEADERS = /usr/include/CLI/CLI.hpp /usr/include/fmt/format.h /usr/include/eigen3/Eigen/Dense \
           /usr/include/doctest/doctest.h /usr/include/libfccp/csv.h /usr/include/nlohmann/json.hpp
 
-.PHONY: all deps build test replay clean test-asan fuzz profile bench
+.PHONY: all deps build test replay clean test-asan test-odr fuzz profile bench
 
 all: build
 
@@ -62,6 +62,14 @@ clean:
 # ASan + UBSan build of the whole test suite (build-asan, no CUDA). ASAN_CTEST_FLAGS passes
 # extra ctest arguments, e.g. ASAN_CTEST_FLAGS="-E test_cache_random" to skip a test too slow
 # under ASan.
+# The ODR check (cmake/odr_check.cmake): every layer compiled once more as LTO bytecode at -O0 and linked with
+# -Werror=odr, so two types of one name cannot come back. In the main build folder (the layers are built there
+# already), switched on for this check and off again: 2.5 minutes on the 2-core VM (measured 2026-12-02), run by CI
+# (.ci/run) rather than by make test.
+test-odr: build
+	cmake -S . -B $(BUILD) -DKVSIM_ODR_CHECK=ON >/dev/null
+	cd $(BUILD) && ctest --output-on-failure -R '^check_odr$$'; st=$$?; cmake -S .. -B . -DKVSIM_ODR_CHECK=OFF >/dev/null; exit $$st
+
 ASAN_BUILD ?= build-asan
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DKVSIM_SANITIZE=ON -DKVSIM_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
