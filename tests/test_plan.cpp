@@ -248,3 +248,32 @@ TEST_CASE("kvsim plan CLI: the table and outputs; bad input exits 2 naming the f
         CHECK_MESSAGE(r.err.find(b.says) != std::string::npos, what);
     }
 }
+
+TEST_CASE("plan shards: merged, they equal the whole plan; mismatched shards are refused") {
+    plan_options o = small_plan();
+    o.grid.n_parallel = {1, 2, 4};
+    o.grid.kv_unified = {false, true};
+    const nlohmann::json whole = plan_json(run_plan(o, {}, {}));
+    std::vector<nlohmann::json> parts;
+    std::vector<std::string> names;
+    for (int i = 0; i < 3; ++i) {
+        plan_options s = o;
+        s.shard = {i, 3};
+        const plan_result r = run_plan(s, {}, {});
+        CHECK(r.points.size() == 2);   // 6 points, every third
+        parts.push_back(plan_json(r));
+        names.push_back("shard" + std::to_string(i));
+    }
+    CHECK(plan_json(merge_plan_shards(parts, names)).dump() == whole.dump());
+    // refusals: a shard missing, one twice, another plan, a point moved to another shard
+    CHECK_THROWS_WITH(merge_plan_shards({parts[0], parts[1]}, {"a", "b"}), "plan merge: 2 of 3 shards given");
+    CHECK_THROWS_WITH(merge_plan_shards({parts[0], parts[0], parts[2]}, {"a", "b", "c"}), "b: shard given twice (value '0/3')");
+    nlohmann::json other = parts[1];
+    other["memory_bytes"] = 1;
+    CHECK_THROWS_AS(merge_plan_shards({parts[0], other, parts[2]}, {"a", "b", "c"}), input_error);
+    nlohmann::json moved = parts[1];
+    moved["points"][0]["index"] = 0;
+    CHECK_THROWS_WITH(merge_plan_shards({parts[0], moved, parts[2]}, {"a", "b", "c"}),
+                      "b: a point outside this shard or the grid, or held twice (value '0')");
+    CHECK_THROWS_AS(merge_plan_shards({nlohmann::json::array()}, {"a"}), input_error);
+}

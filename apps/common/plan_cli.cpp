@@ -6,6 +6,8 @@
 #include "replay/replay_options.h"
 #include "util/atomic_file.h"
 #include "util/interrupt.h"
+#include "util/json_read.h"
+#include "util/read_file.h"
 #include "util/progress.h"
 
 #include <filesystem>
@@ -18,6 +20,7 @@ namespace kvsim {
 void plan_cli::add_to(CLI::App & cmd) {
     base.add_workload(cmd);
     base.add_server(cmd);
+    cmd.get_option("trace")->required(false)->description("Request trace (Azure CSV, Mooncake JSONL, BurstGPT CSV)");   // absent with merge
     cmd.add_option("--parallel", n_parallel, "Grid: server slots (llama.cpp -np), comma-separated [default: 1,2,4,8]")
         ->delimiter(',');
     cmd.add_option("-c,--ctx-size", n_ctx, "Grid: context sizes in tokens, shared by the slots as llama-server shares -c "
@@ -32,7 +35,7 @@ void plan_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--cache-ram", cache_ram, "Grid: host-RAM prompt cache in MiB (llama-server -cram; -1 = no limit, 0 = off) "
                    "[default: 8192]")
         ->delimiter(',');
-    cmd.add_option("--memory", memory, "The device's memory: 24GiB, 24576MiB or bytes (required)")->required();
+    cmd.add_option("--memory", memory, "The device's memory: 24GiB, 24576MiB or bytes (required)");
     cmd.add_option("--fit-target", fit_target_mib, "MiB left free on the device, as llama-server's --fit target (-fitt)")
         ->capture_default_str();
     cmd.add_option("--slo-ttft", slo_ttft, "Objective: time to first token in seconds (0 = none)")->capture_default_str();
@@ -42,7 +45,12 @@ void plan_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--out", out_dir, "Directory for plan.csv, plan.json and plan.html");
     cmd.add_flag("--no-progress", base.no_progress, "Never draw a progress bar");
     cmd.add_flag("--progress", base.force_progress, "Draw a progress bar even when stderr is not a terminal");
+    cmd.add_option("--shard", shard, "Run only shard i/n of the grid's points (their number % n == i); join with kvsim plan merge");
     cmd.add_option("--top", top, "Rows of the ranked table on the terminal (0 = all)")->capture_default_str();
+    merge = cmd.add_subcommand("merge", "Join the plan.json of every shard (--shard i/n) into the whole plan");
+    merge->add_option("files", merge_files, "The shards' plan.json")->required();
+    merge->add_option("--out", out_dir, "Directory for plan.csv, plan.json and plan.html");
+    merge->add_option("--top", top, "Rows of the ranked table on the terminal (0 = all)")->capture_default_str();
 }
 
 namespace {
@@ -84,21 +92,23 @@ void check_out_dir(const std::string & dir) {
     }
 }
 
-void write_outputs(const std::string & dir, const plan_options & opt, const plan_result & r) {
+void write_outputs(const std::string & dir, const plan_result & r) {
     check_out_dir(dir);
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw usage_error(fmt::format("--out {}: cannot create it ({})", dir, ec.message()));
     atomic_file csv(dir + "/plan.csv"), json(dir + "/plan.json"), html(dir + "/plan.html");
     write_plan_csv(csv.out(), r);
-    json.out() << plan_json(opt, r).dump(2) << '\n';
-    write_plan_html(html.out(), opt, r);
+    json.out() << plan_json(r).dump(2) << '\n';
+    write_plan_html(html.out(), r);
     for (atomic_file * f : {&csv, &json, &html}) f->finish();
     for (atomic_file * f : {&csv, &json, &html}) f->commit();
 }
 }  // namespace
 
 plan_options plan_cli::finish() {
+    if (base.opt.trace.empty()) throw usage_error("kvsim plan: give a request trace (or: kvsim plan merge FILE...)");
+    if (memory.empty()) throw usage_error("kvsim plan: --memory is required (the device's memory, e.g. 24GiB)");
     plan_options o;
     o.base = base.finish();
     plan_grid & g = o.grid;
@@ -124,10 +134,33 @@ plan_options plan_cli::finish() {
     o.slo = {slo_ttft, slo_tpot};
     o.max_points = max_points;
     o.jobs = jobs;
+    if (!shard.empty()) o.shard = parse_shard("--shard", shard);
     return o;
 }
 
+int plan_cli::run_merge(std::ostream & term) {
+    std::vector<nlohmann::json> parts;
+    for (const auto & f : merge_files) {
+        try {
+            parts.push_back(parse_json_bounded(read_small_file(f, "plan.json", size_t(256) << 20)));
+        } catch (const input_error &) {
+            throw;
+        } catch (const std::exception & e) {
+            throw input_error(f, 0, "", std::string("not readable as JSON: ") + e.what());
+        }
+    }
+    if (!out_dir.empty()) check_out_dir(out_dir);
+    const plan_result r = merge_plan_shards(parts, merge_files);
+    print_plan_table(term, r, top);
+    if (!out_dir.empty()) {
+        write_outputs(out_dir, r);
+        term << fmt::format("  outputs in {}/ (plan.csv, plan.json, plan.html)\n", out_dir);
+    }
+    return 0;
+}
+
 int plan_cli::run(std::ostream & term) {
+    if (merge && merge->parsed()) return run_merge(term);
     plan_options o;
     plan_result r;
     try {
@@ -140,9 +173,9 @@ int plan_cli::run(std::ostream & term) {
     } catch (const option_error & e) {
         throw said_in_flags(e, plan_flags());
     }
-    print_plan_table(term, o, r, top);
+    print_plan_table(term, r, top);
     if (!out_dir.empty()) {
-        write_outputs(out_dir, o, r);
+        write_outputs(out_dir, r);
         term << fmt::format("  outputs in {}/ (plan.csv, plan.json, plan.html)\n", out_dir);
     }
     if (interrupted()) {

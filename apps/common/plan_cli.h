@@ -23,11 +23,16 @@ struct plan_cli {
     double slo_ttft = 0, slo_tpot = 0;
     size_t max_points = 10000, top = 20;
     unsigned jobs = 0;
+    std::string shard;
+    std::vector<std::string> merge_files;   // kvsim plan merge FILE...
+    CLI::App * merge = nullptr;
 
     void add_to(CLI::App & cmd);
     // Returns the exit status: EXIT_OK (also when nothing fits: the table says why), 128 + signal
     // when interrupted (the finished points are written). Throws usage_error / input_error (exit 2).
     int run(std::ostream & term);
+    // kvsim plan merge: the shards' plan.json joined into the unsharded plan's table and outputs.
+    int run_merge(std::ostream & term);
 
 private:
     plan_options finish();

@@ -109,21 +109,6 @@ std::vector<ggml_type> parse_kv_types(const std::string & option, const std::str
     return out;
 }
 
-shard_spec parse_shard(const std::string & option, const std::string & spec) {
-    const std::vector<std::string> f = split(spec, '/');
-    if (f.size() != 2) throw input_error(option, 0, spec, "expected i/n");
-    int64_t i = 0;
-    const auto [end, ec] = std::from_chars(f[0].data(), f[0].data() + f[0].size(), i);
-    if (f[0].empty() || end != f[0].data() + f[0].size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-        throw input_error(option, 0, spec, "shard index is not an integer");
-    }
-    const int64_t n = parse_positive(option, spec, f[1], max_shards);
-    if (ec != std::errc() || i < 0 || i >= n) {
-        throw input_error(option, 0, spec, fmt::format("shard index must be in [0, {})", n));
-    }
-    return {(int) i, (int) n};
-}
-
 void sweep_config::validate(size_t phys_bytes) const {
     if (ctx.empty() || kv_types.empty() || batch.empty()) throw option_error({"ctx", "kv_types", "batch"}, "empty ctx, kv_types or batch list");
     if (head_dim <= 0 || head_dim % 32 != 0 || head_dim > max_head_dim) {

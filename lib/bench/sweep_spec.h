@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/ggml_type.h"
+#include "util/shard.h"
 
 #include <nlohmann/json.hpp>
 
@@ -17,8 +18,6 @@ namespace kvsim {
 constexpr int64_t max_ctx = 2147483647;
 // Largest --batch value: one sequence per stream, at most LLAMA_MAX_SEQ (256) sequences.
 constexpr int64_t max_batch = 256;
-// Largest shard count of --shard i/n.
-constexpr int64_t max_shards = (int64_t) 1 << 20;
 // Largest --head-dim and --n-head / --n-head-kv of a custom shape.
 constexpr int64_t max_head_dim = 65536;
 constexpr int64_t max_heads = 65536;
@@ -32,15 +31,6 @@ std::vector<int64_t> parse_int_list(const std::string & option, const std::strin
 // Parse comma-separated KV cache types the attention kernels support (f32, f16, q8_0, q4_0).
 // Throws input_error(option, 0, name, why) for an unknown or unsupported type.
 std::vector<ggml_type> parse_kv_types(const std::string & option, const std::string & spec);
-
-// Shard "i/n" with 0 <= i < n: the run measures the points whose plan index % n == i.
-struct shard_spec {
-    int index = 0;
-    int count = 1;
-};
-// Throws input_error(option, 0, spec, why) (spec as typed) when malformed, n outside [1, max_shards] or i
-// outside [0, n). `option` names where the text came from (a flag, a JSON field), as for parse_int_list.
-shard_spec parse_shard(const std::string & option, const std::string & spec);
 
 // Everything that defines what a sweep measures. Points run with one sequence per stream: n_stream = batch
 // (llama.cpp's default multi-stream layout without -kvu), each stream holding ctx cells of its sequence, the

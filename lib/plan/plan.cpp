@@ -168,11 +168,14 @@ plan_result run_plan(const plan_options & opt, const std::function<void(size_t, 
     check_request_trace(opt.base);
     const auto t0 = std::chrono::steady_clock::now();
     plan_result res;
+    res.header = plan_header_of(opt);
     const std::vector<plan_config> cfg = opt.points();
-    res.points.resize(cfg.size());
     for (size_t i = 0; i < cfg.size(); ++i) {
-        res.points[i].index = i;
-        res.points[i].config = cfg[i];
+        if (!opt.shard.takes(i)) continue;
+        plan_point p;
+        p.index = i;
+        p.config = cfg[i];
+        res.points.push_back(p);
     }
     run_points(opt, res.points, progress, stop, res.interrupted);
     rank_plan_points(res.points);

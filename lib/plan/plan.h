@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -42,12 +43,13 @@ struct plan_point {
 };
 
 struct plan_result {
-    std::vector<plan_point> points;   // in rank order: ok points by rank, then no_fit, refused, not_run in grid order
+    plan_header header;
+    std::vector<plan_point> points;   // the shard's points in rank order: ok by rank, then no_fit, refused, not_run
     bool interrupted = false;         // stopped early: the points not run are not_run
-    double wall_seconds = 0;
+    double wall_seconds = 0;          // terminal only: the outputs hold nothing that differs run to run
 };
 
-// Runs the plan: opt.validate(), then every point (memory first; a point that fits is replayed with
+// Runs the plan: opt.validate(), then every point of opt.shard (memory first; a point that fits is replayed with
 // run_replay_quiet). `progress(done, total)` after each point (from the calling thread's lock; may
 // be empty). Stops starting points once `stop()` says so (interrupt). Throws what validate throws
 // and input_error for a bad trace (checked once, before any point runs).
@@ -62,5 +64,11 @@ plan_metrics plan_metrics_of(const std::vector<request_result> & requests, doubl
 // Ranks the ok points (goodput descending, then TTFT p99, TPOT p99, device memory ascending, grid
 // order) and marks the Pareto front over (goodput high, TTFT p99 low, device memory low).
 void rank_plan_points(std::vector<plan_point> & pts);
+
+// plan merge: shards' plan.json (plan_json) read back and joined into the unsharded plan, ranked
+// again. Refuses (input_error naming the file in `names` and the field) a file that is not a plan,
+// shards whose headers differ in anything but the shard, different shard counts, a missing or
+// repeated shard, a point outside its shard or the grid, or a grid point no shard holds.
+plan_result merge_plan_shards(const std::vector<nlohmann::json> & parts, const std::vector<std::string> & names);
 
 }  // namespace kvsim

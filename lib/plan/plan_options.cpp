@@ -1,6 +1,8 @@
 #include "plan/plan_options.h"
 
 #include "core/errors.h"
+#include "time/device_profile.h"
+#include "time/weight_types.h"
 
 #include <cctype>
 #include <cmath>
@@ -87,6 +89,50 @@ replay_options plan_options::replay_of(const plan_config & c) const {
     o.ctx.n_ubatch = c.n_ubatch;
     o.server.cache_ram_mib = c.cache_ram_mib;
     return o;
+}
+
+namespace {
+nlohmann::json grid_json(const plan_grid & g) {
+    const auto names = [](const std::vector<ggml_type> & v) {
+        std::vector<std::string> n;
+        for (ggml_type t : v) n.emplace_back(ggml_type_name(t));
+        return n;
+    };
+    return {{"n_parallel", g.n_parallel}, {"n_ctx", g.n_ctx},         {"type_k", names(g.type_k)},   {"type_v", names(g.type_v)},
+            {"kv_unified", g.kv_unified}, {"n_ubatch", g.n_ubatch}, {"cache_ram_mib", g.cache_ram_mib}};
+}
+
+nlohmann::json base_json(const replay_options & b) {
+    const model_shape & m = b.model;
+    const server_params & s = b.server;
+    return {{"model", {{"name", m.name}, {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_head_kv", m.n_head_kv},
+                       {"head_dim", m.head_dim}, {"n_swa", m.n_swa}, {"swa_type", swa_type_name(m.swa)}, {"swa_pattern", m.swa_pattern}}},
+            {"context", {{"n_batch", b.ctx.n_batch}, {"flash_attn", b.ctx.flash_attn}, {"swa_full", b.ctx.swa_full}}},
+            {"server", {{"arrivals", s.arrivals == arrival_mode::trace ? "trace" : "saturate"}, {"context_shift", s.context_shift},
+                        {"n_keep", s.n_keep}, {"n_discard", s.n_discard}, {"cache_prompt", s.cache_prompt},
+                        {"slot_prompt_similarity", s.slot_prompt_similarity}, {"cache_idle_slots", s.cache_idle_slots},
+                        {"n_ctx_checkpoints", s.n_ctx_checkpoints}, {"checkpoint_min_step", s.checkpoint_min_step}}},
+            {"format", b.format},
+            {"limit", b.limit},
+            {"rate_scale", b.rate_scale},
+            {"device_profile", device_profile_json(b.device)}};
+}
+}  // namespace
+
+plan_header plan_header_of(const plan_options & o) {
+    plan_header h;
+    h.trace = o.base.trace;
+    h.model = o.base.model.name;
+    h.weights = o.base.weights ? o.base.weights->name : "f16";
+    h.device = o.base.device.name;
+    h.device_source = o.base.device.source;
+    h.memory_bytes = o.memory_bytes;
+    h.margin_bytes = o.margin_bytes;
+    h.slo = o.slo;
+    h.n_points = o.n_points();
+    h.shard = o.shard;
+    h.options = {{"grid", grid_json(o.grid)}, {"base", base_json(o.base)}};
+    return h;
 }
 
 int64_t parse_memory_bytes(const std::string & text) {

@@ -5,6 +5,9 @@
 
 #include "core/ggml_type.h"
 #include "replay/replay_options.h"
+#include "util/shard.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +54,7 @@ struct plan_options {
     int64_t margin_bytes = int64_t(1024) << 20;   // left free, as llama-server's --fit target (-fitt)
     size_t max_points = 10000;    // a larger grid is refused (a typo such as -np 1-1000 in a list)
     unsigned jobs = 0;            // points replayed at once; 0 = every core
+    shard_spec shard;             // run only the points whose grid index % count == index (plan merge joins them)
 
     // Throws option_error naming the fields: an empty grid value list, a zero n_parallel, n_ctx or
     // n_ubatch, a cache_ram_mib below -1, a negative or non-finite objective, memory_bytes <= 0, a
@@ -63,6 +67,19 @@ struct plan_options {
     // The replay of one point: base with the point's settings.
     replay_options replay_of(const plan_config & c) const;
 };
+
+// What a plan's outputs say of it besides its points. `options` holds everything that shapes a point's
+// replay (grid lists, model shape, device profile, server and context options): plan merge refuses
+// shards whose headers differ in anything but `shard`.
+struct plan_header {
+    std::string trace, model, weights, device, device_source;
+    int64_t memory_bytes = 0, margin_bytes = 0;
+    plan_slo slo;
+    size_t n_points = 0;   // the whole grid's, every shard's together
+    shard_spec shard;
+    nlohmann::json options;
+};
+plan_header plan_header_of(const plan_options & o);
 
 // A memory size as people write it: bytes ("25769803776"), or a number with a binary unit
 // ("24GiB", "24G", "24576MiB", "24576M", "1.5T"; K/M/G/T with or without "iB", case-insensitive).

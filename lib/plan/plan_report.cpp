@@ -61,11 +61,12 @@ std::string plan_config_flags(const plan_config & c) {
                        ggml_type_name(c.type_v), c.kv_unified ? "-kvu" : "-no-kvu", c.n_ubatch, c.cache_ram_mib);
 }
 
-void print_plan_table(std::ostream & out, const plan_options & opt, const plan_result & r, size_t max_rows) {
-    out << fmt::format("kvsim plan {}: {} points, model {}, weights {}, device {} ({}), memory {:.1f} GiB - margin {:.1f} GiB\n",
-                       opt.base.trace, r.points.size(), opt.base.model.name, opt.base.weights ? opt.base.weights->name : "f16",
-                       opt.base.device.name, opt.base.device.source, opt.memory_bytes / k_gib, opt.margin_bytes / k_gib);
-    out << fmt::format("  objectives: {}; * = Pareto front (goodput, TTFT p99, device memory)\n", slo_text(opt.slo));
+void print_plan_table(std::ostream & out, const plan_result & r, size_t max_rows) {
+    const plan_header & h = r.header;
+    out << fmt::format("kvsim plan {}: {} points{}, model {}, weights {}, device {} ({}), memory {:.1f} GiB - margin {:.1f} GiB\n",
+                       h.trace, r.points.size(), h.shard.count > 1 ? " (shard " + shard_text(h.shard) + ")" : "", h.model, h.weights,
+                       h.device, h.device_source, h.memory_bytes / k_gib, h.margin_bytes / k_gib);
+    out << fmt::format("  objectives: {}; * = Pareto front (goodput, TTFT p99, device memory)\n", slo_text(h.slo));
     const auto ok = ok_points(r);
     out << fmt::format("  {:>4} {:1} {:<50} {:>8} {:>6} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7}\n", "rank", "", "configuration",
                        "dev GiB", "done", "trunc", "fail", "goodput/s", "TTFT50ms", "TTFT99ms", "TPOT50ms", "TPOT99", "purges");
@@ -109,10 +110,12 @@ void write_plan_csv(std::ostream & out, const plan_result & r) {
     }
 }
 
-nlohmann::json plan_json(const plan_options & opt, const plan_result & r) {
+nlohmann::json plan_json(const plan_result & r) {
+    const plan_header & h = r.header;
     nlohmann::json pts = nlohmann::json::array();
     for (const auto & p : r.points) {
-        nlohmann::json j = {{"rank", p.rank},
+        nlohmann::json j = {{"index", p.index},
+                            {"rank", p.rank},
                             {"pareto", p.pareto},
                             {"status", plan_status_name(p.status)},
                             {"config", config_json(p.config)},
@@ -125,16 +128,17 @@ nlohmann::json plan_json(const plan_options & opt, const plan_result & r) {
     }
     return {{"tool", "kvsim 0.1.0"},
             {"kind", "plan"},
-            {"trace", opt.base.trace},
-            {"model", opt.base.model.name},
-            {"weights", opt.base.weights ? opt.base.weights->name : "f16"},
-            {"device", {{"name", opt.base.device.name}, {"source", opt.base.device.source}}},
-            {"memory_bytes", opt.memory_bytes},
-            {"margin_bytes", opt.margin_bytes},
-            {"slo", {{"ttft_s", opt.slo.ttft_s}, {"tpot_s", opt.slo.tpot_s}}},
-            {"rate_scale", opt.base.rate_scale},
+            {"trace", h.trace},
+            {"model", h.model},
+            {"weights", h.weights},
+            {"device", {{"name", h.device}, {"source", h.device_source}}},
+            {"memory_bytes", h.memory_bytes},
+            {"margin_bytes", h.margin_bytes},
+            {"slo", {{"ttft_s", h.slo.ttft_s}, {"tpot_s", h.slo.tpot_s}}},
+            {"n_points", h.n_points},
+            {"shard", shard_text(h.shard)},
+            {"options", h.options},
             {"interrupted", r.interrupted},
-            {"wall_seconds", r.wall_seconds},
             {"points", pts}};
 }
 
@@ -186,7 +190,8 @@ void write_scatter(std::ostream & out, const std::vector<const plan_point *> & o
 }
 }  // namespace
 
-void write_plan_html(std::ostream & out, const plan_options & opt, const plan_result & r) {
+void write_plan_html(std::ostream & out, const plan_result & r) {
+    const plan_header & h = r.header;
     const auto ok = ok_points(r);
     out << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kvsim plan</title>\n"
            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
@@ -194,10 +199,9 @@ void write_plan_html(std::ostream & out, const plan_options & opt, const plan_re
            "</head><body>\n";
     out << fmt::format("<h1>kvsim plan</h1>\n<p>{} &mdash; model {}, weights {}, device {} ({}), memory {:.1f} GiB, margin {:.1f} "
                        "GiB; objectives: {}. {} points, {} replayed.</p>\n",
-                       xml_escape(opt.base.trace), xml_escape(opt.base.model.name),
-                       opt.base.weights ? opt.base.weights->name : "f16", xml_escape(opt.base.device.name),
-                       xml_escape(opt.base.device.source), opt.memory_bytes / k_gib, opt.margin_bytes / k_gib,
-                       xml_escape(slo_text(opt.slo)), r.points.size(), ok.size());
+                       xml_escape(h.trace), xml_escape(h.model), xml_escape(h.weights), xml_escape(h.device),
+                       xml_escape(h.device_source), h.memory_bytes / k_gib, h.margin_bytes / k_gib, xml_escape(slo_text(h.slo)),
+                       r.points.size(), ok.size());
     out << "<h2>Goodput against TTFT p99 (red: the Pareto front)</h2>\n";
     write_scatter(out, ok);
     out << "<h2>Ranked configurations</h2>\n<table><tr><th>rank</th><th>configuration</th><th>device GiB</th><th>done</th>"

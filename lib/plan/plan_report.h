@@ -14,15 +14,16 @@ std::string plan_config_flags(const plan_config & c);
 
 // The ranked table: ok points first (at most `max_rows`, 0 = all), then one line per other status
 // with its count and the first reason.
-void print_plan_table(std::ostream & out, const plan_options & opt, const plan_result & r, size_t max_rows);
+void print_plan_table(std::ostream & out, const plan_result & r, size_t max_rows);
 
 // plan.csv: header then one row per point in rank order (columns: docs/reports.md).
 void write_plan_csv(std::ostream & out, const plan_result & r);
 
-nlohmann::json plan_json(const plan_options & opt, const plan_result & r);
+// plan.json: the header and every point; plan merge reads it back (merge_plan_shards).
+nlohmann::json plan_json(const plan_result & r);
 
 // plan.html: a self-contained page (no scripts from the network): the ranked table and an SVG
 // scatter of goodput against TTFT p99 with the Pareto front joined.
-void write_plan_html(std::ostream & out, const plan_options & opt, const plan_result & r);
+void write_plan_html(std::ostream & out, const plan_result & r);
 
 }  // namespace kvsim

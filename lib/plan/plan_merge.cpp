@@ -1,0 +1,146 @@
+// plan merge: shards' plan.json back into one plan (plan.h: merge_plan_shards).
+#include "plan/plan.h"
+
+#include "core/errors.h"
+#include "util/json_read.h"
+
+#include <fmt/format.h>
+#include <set>
+
+namespace kvsim {
+
+namespace {
+plan_status status_of(const std::string & s, const std::string & where) {
+    for (plan_status v : {plan_status::ok, plan_status::no_fit, plan_status::refused, plan_status::not_run}) {
+        if (s == plan_status_name(v)) return v;
+    }
+    throw std::runtime_error(fmt::format("{}: status '{}' is not ok, no_fit, refused or not_run", where, cut_text(s)));
+}
+
+plan_config config_of(const nlohmann::json & j, const std::string & w) {
+    plan_config c;
+    c.n_parallel = json_int<uint32_t>(j, "n_parallel", w);
+    c.n_ctx = json_int<uint32_t>(j, "n_ctx", w);
+    c.type_k = parse_ggml_type(json_get<std::string>(j, "type_k", w));
+    c.type_v = parse_ggml_type(json_get<std::string>(j, "type_v", w));
+    c.kv_unified = json_get<bool>(j, "kv_unified", w);
+    c.n_ubatch = json_int<uint32_t>(j, "n_ubatch", w);
+    c.cache_ram_mib = json_int<int32_t>(j, "cache_ram_mib", w);
+    return c;
+}
+
+plan_metrics metrics_of(const nlohmann::json & j, const std::string & w) {
+    plan_metrics m;
+    m.requests = json_int<uint64_t>(j, "requests", w);
+    m.done = json_int<uint64_t>(j, "done", w);
+    m.truncated = json_int<uint64_t>(j, "truncated", w);
+    m.failed = json_int<uint64_t>(j, "failed", w);
+    m.pending = json_int<uint64_t>(j, "pending", w);
+    m.slo_met = json_int<uint64_t>(j, "slo_met", w);
+    m.goodput_rps = json_get<double>(j, "goodput_rps", w);
+    m.ttft_p50 = json_get<double>(j, "ttft_p50_s", w);
+    m.ttft_p99 = json_get<double>(j, "ttft_p99_s", w);
+    m.tpot_p50 = json_get<double>(j, "tpot_p50_s", w);
+    m.tpot_p99 = json_get<double>(j, "tpot_p99_s", w);
+    m.gen_tokens_per_s = json_get<double>(j, "gen_tokens_per_s", w);
+    m.sim_seconds = json_get<double>(j, "sim_seconds", w);
+    m.idle_slot_purges = json_int<uint64_t>(j, "idle_slot_purges", w);
+    m.ram_restores = json_int<uint64_t>(j, "ram_restores", w);
+    m.prefix_tokens_reused = json_int<uint64_t>(j, "prefix_tokens_reused", w);
+    return m;
+}
+
+plan_point point_of(const nlohmann::json & j, const std::string & w) {
+    plan_point p;
+    p.index = json_int<size_t>(j, "index", w);
+    p.status = status_of(json_get<std::string>(j, "status", w), w);
+    p.config = config_of(json_field(j, "config", w), w + ".config");
+    const auto & m = json_field(j, "memory", w);
+    p.memory.model = json_int<size_t>(m, "model_bytes", w + ".memory");
+    p.memory.context = json_int<size_t>(m, "context_bytes", w + ".memory");
+    p.memory.compute = json_int<size_t>(m, "compute_bytes", w + ".memory");
+    if (p.status == plan_status::ok) p.metrics = metrics_of(json_field(j, "metrics", w), w + ".metrics");
+    p.reason = json_get_or<std::string>(j, "reason", w, "");
+    return p;
+}
+
+plan_header header_of(const nlohmann::json & j, const std::string & w) {
+    plan_header h;
+    h.trace = json_get<std::string>(j, "trace", w);
+    h.model = json_get<std::string>(j, "model", w);
+    h.weights = json_get<std::string>(j, "weights", w);
+    const auto & d = json_field(j, "device", w);
+    h.device = json_get<std::string>(d, "name", w + ".device");
+    h.device_source = json_get<std::string>(d, "source", w + ".device");
+    h.memory_bytes = json_int<int64_t>(j, "memory_bytes", w);
+    h.margin_bytes = json_int<int64_t>(j, "margin_bytes", w);
+    const auto & s = json_field(j, "slo", w);
+    h.slo = {json_get<double>(s, "ttft_s", w + ".slo"), json_get<double>(s, "tpot_s", w + ".slo")};
+    h.n_points = json_int<size_t>(j, "n_points", w);
+    h.shard = parse_shard(w + ".shard", json_get<std::string>(j, "shard", w));
+    h.options = json_field(j, "options", w);
+    return h;
+}
+
+// One shard's file, read without trusting it; errors name the file.
+plan_result read_part(const nlohmann::json & j, const std::string & name) {
+    try {
+        if (!j.is_object() || j.value("kind", "") != "plan") throw std::runtime_error("not a kvsim plan.json (kind is not \"plan\")");
+        plan_result r;
+        r.header = header_of(j, "plan.json");
+        r.interrupted = json_get<bool>(j, "interrupted", "plan.json");
+        const auto & pts = json_field(j, "points", "plan.json");
+        if (!pts.is_array()) throw std::runtime_error("points is not an array");
+        for (size_t i = 0; i < pts.size(); ++i) r.points.push_back(point_of(pts[i], fmt::format("points[{}]", i)));
+        return r;
+    } catch (const input_error &) {
+        throw;
+    } catch (const std::exception & e) {
+        throw input_error(name, 0, "", e.what());
+    }
+}
+
+// The header without its shard: what every shard of one plan shares.
+nlohmann::json shared_part(const nlohmann::json & j) {
+    nlohmann::json c = j;
+    for (const char * k : {"shard", "points", "interrupted"}) c.erase(k);
+    return c;
+}
+}  // namespace
+
+plan_result merge_plan_shards(const std::vector<nlohmann::json> & parts, const std::vector<std::string> & names) {
+    if (parts.empty()) throw usage_error("plan merge: no plan.json given");
+    plan_result out;
+    std::set<int> shards;
+    std::set<size_t> seen;
+    for (size_t f = 0; f < parts.size(); ++f) {
+        plan_result r = read_part(parts[f], names[f]);
+        const shard_spec & s = r.header.shard;
+        if (f == 0) out.header = r.header;
+        if (shared_part(parts[f]) != shared_part(parts[0])) {
+            throw input_error(names[f], 0, "", fmt::format("another plan than {} (options, grid, trace or device differ)", names[0]));
+        }
+        if (s.count != out.header.shard.count) {
+            throw input_error(names[f], 0, shard_text(s), fmt::format("shard count differs from {}'s {}", names[0], out.header.shard.count));
+        }
+        if (!shards.insert(s.index).second) throw input_error(names[f], 0, shard_text(s), "shard given twice");
+        for (plan_point & p : r.points) {
+            if (p.index >= out.header.n_points || !s.takes(p.index) || !seen.insert(p.index).second) {
+                throw input_error(names[f], 0, std::to_string(p.index), "a point outside this shard or the grid, or held twice");
+            }
+            out.points.push_back(std::move(p));
+        }
+        out.interrupted = out.interrupted || r.interrupted;
+    }
+    if ((int) shards.size() != out.header.shard.count) {
+        throw usage_error(fmt::format("plan merge: {} of {} shards given", shards.size(), out.header.shard.count));
+    }
+    if (seen.size() != out.header.n_points) {
+        throw usage_error(fmt::format("plan merge: the shards hold {} of the grid's {} points", seen.size(), out.header.n_points));
+    }
+    out.header.shard = {};
+    rank_plan_points(out.points);
+    return out;
+}
+
+}  // namespace kvsim
