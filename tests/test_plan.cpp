@@ -277,3 +277,36 @@ TEST_CASE("plan shards: merged, they equal the whole plan; mismatched shards are
                       "b: a point outside this shard or the grid, or held twice (value '0')");
     CHECK_THROWS_AS(merge_plan_shards({nlohmann::json::array()}, {"a"}), input_error);
 }
+
+TEST_CASE("find_rate: the scale found meets the objectives, a tenth more does not") {
+    plan_options o = small_plan();
+    o.base.trace = std::string(KVSIM_SOURCE_DIR) + "/traces/azure/AzureLLMInferenceTrace_conv_2023.csv";
+    o.base.limit = 200;   // 200 requests in about 40 s of the bundled trace
+    o.base.device.bandwidth_gbs = 100;   // a slow device, so that a few times the trace's rate overloads it
+    o.grid.n_parallel = {2};
+    o.slo = {1.0, 0.05};
+    o.slo_attainment = 0.75;
+    o.find_rate = true;
+    const plan_result r = run_plan(o, {}, {});
+    REQUIRE(r.points.size() == 1);
+    const plan_metrics & m = r.points[0].metrics;
+    REQUIRE(m.max_rate_scale > 0);
+    CHECK(!m.rate_capped);
+    const auto attainment_at = [&](double scale) {
+        plan_options p = o;
+        p.find_rate = false;
+        p.base.rate_scale = scale;
+        const plan_metrics x = run_plan(p, {}, {}).points[0].metrics;
+        return (double) x.slo_met / (double) x.requests;
+    };
+    CHECK(attainment_at(m.max_rate_scale) >= 0.75);
+    CHECK(attainment_at(m.max_rate_scale * 1.1) < 0.75);
+    CHECK(m.max_rate_rps > 0);
+
+    plan_options bad = small_plan();
+    bad.find_rate = true;
+    CHECK_THROWS_WITH(bad.validate(), "find_rate needs an objective (slo_ttft_s or slo_tpot_s)");
+    bad.slo.ttft_s = 1;
+    bad.slo_attainment = 1.5;
+    CHECK_THROWS_WITH(bad.validate(), "slo_attainment must be in (0, 1], got 1.5");
+}

@@ -40,6 +40,11 @@ void plan_cli::add_to(CLI::App & cmd) {
         ->capture_default_str();
     cmd.add_option("--slo-ttft", slo_ttft, "Objective: time to first token in seconds (0 = none)")->capture_default_str();
     cmd.add_option("--slo-tpot", slo_tpot, "Objective: time per output token in seconds (0 = none)")->capture_default_str();
+    cmd.add_flag("--find-rate", find_rate, "Per configuration, the highest request rate it sustains within the objectives "
+                 "(bisection over --rate-scale: about 8-12 replays per configuration)");
+    cmd.add_option("--slo-attainment", slo_attainment, "--find-rate: fraction of requests that must meet the objectives")
+        ->capture_default_str();
+    cmd.add_option("--rate-steps", rate_steps, "--find-rate: bisection steps once the rate is bracketed")->capture_default_str();
     cmd.add_option("--max-points", max_points, "Refuse a grid of more points than this")->capture_default_str();
     cmd.add_option("-j,--jobs", jobs, "Points replayed at once (0 = every core)")->capture_default_str();
     cmd.add_option("--out", out_dir, "Directory for plan.csv, plan.json and plan.html");
@@ -80,6 +85,10 @@ const flag_names & plan_flags() {
         f["memory_bytes"] = "--memory";
         f["margin_bytes"] = "--fit-target";
         f["max_points"] = "--max-points";
+        f["find_rate"] = "--find-rate";
+        f["slo_attainment"] = "--slo-attainment";
+        f["rate_steps"] = "--rate-steps";
+        f["arrivals"] = "--arrivals";
         return f;
     }();
     return flags;
@@ -134,6 +143,9 @@ plan_options plan_cli::finish() {
     o.slo = {slo_ttft, slo_tpot};
     o.max_points = max_points;
     o.jobs = jobs;
+    o.find_rate = find_rate;
+    o.slo_attainment = slo_attainment;
+    o.rate_steps = rate_steps;
     if (!shard.empty()) o.shard = parse_shard("--shard", shard);
     return o;
 }

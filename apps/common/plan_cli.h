@@ -23,6 +23,9 @@ struct plan_cli {
     double slo_ttft = 0, slo_tpot = 0;
     size_t max_points = 10000, top = 20;
     unsigned jobs = 0;
+    bool find_rate = false;
+    double slo_attainment = 0.9;
+    int rate_steps = 6;
     std::string shard;
     std::vector<std::string> merge_files;   // kvsim plan merge FILE...
     CLI::App * merge = nullptr;

@@ -235,6 +235,11 @@ replay_options replay_cli::finish() {
     o.kernels.measured_step_time = step_time == "measured";
     if (bandwidth_gbs) o.device.bandwidth_gbs = *bandwidth_gbs;
     if (peak_tflops) o.device.peak_tflops = *peak_tflops;
+    // the profile's provenance no longer covers the numbers: say so wherever the source is printed
+    if (bandwidth_gbs || peak_tflops) {
+        o.device.source += fmt::format(", overridden:{}{}", bandwidth_gbs ? fmt::format(" --bandwidth-gbs {:g}", *bandwidth_gbs) : "",
+                                       peak_tflops ? fmt::format(" --tflops {:g}", *peak_tflops) : "");
+    }
     if (no_progress) o.progress = false;
     if (force_progress) o.progress = true;
     check_given_options(o);

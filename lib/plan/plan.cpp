@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <fmt/format.h>
 #include <mutex>
@@ -48,13 +49,67 @@ void size_point(const plan_options & opt, plan_point & p) {
     }
 }
 
-void replay_point(const plan_options & opt, plan_point & p) {
-    const replay_result rr = run_replay_quiet(opt.replay_of(p.config));
+plan_metrics replay_metrics(const plan_options & opt, const plan_config & c, double rate_scale, replay_result * keep = nullptr) {
+    replay_options r = opt.replay_of(c);
+    r.rate_scale = rate_scale;
+    replay_result rr = run_replay_quiet(r);
     const auto & t = rr.summary.at("totals");
-    p.metrics = plan_metrics_of(rr.requests, t.at("sim_seconds").get<double>(), t.at("gen_tokens_decoded").get<uint64_t>(),
-                                opt.slo, t.at("idle_slot_purges").get<uint64_t>(),
-                                t.at("ram_cache").at("restores").get<uint64_t>(), t.at("prefix_tokens_reused").get<uint64_t>());
+    const plan_metrics m = plan_metrics_of(rr.requests, t.at("sim_seconds").get<double>(), t.at("gen_tokens_decoded").get<uint64_t>(),
+                                           opt.slo, t.at("idle_slot_purges").get<uint64_t>(),
+                                           t.at("ram_cache").at("restores").get<uint64_t>(), t.at("prefix_tokens_reused").get<uint64_t>());
+    if (keep) *keep = std::move(rr);
+    return m;
+}
+
+bool attained(const plan_metrics & m, double attainment) {
+    return m.requests > 0 && (double) m.slo_met >= attainment * (double) m.requests;
+}
+
+// Requests per second the trace offers at its replayed scale: requests over the span of their arrivals.
+double offered_rps(const std::vector<request_result> & rs) {
+    if (rs.size() < 2) return 0;
+    double lo = rs.front().arrival, hi = lo;
+    for (const auto & r : rs) {
+        lo = std::min(lo, r.arrival);
+        hi = std::max(hi, r.arrival);
+    }
+    return hi > lo ? (double) rs.size() / (hi - lo) : 0;
+}
+
+// The highest rate scale within the objectives: a bracket by doubling or halving from the plan's own
+// scale (whose result is `at_base`), then rate_steps geometric bisections. Each probe is a replay.
+void find_max_rate(const plan_options & opt, plan_point & p, double base_rps) {
+    const double s0 = opt.base.rate_scale, limit = 1024;
+    double lo = 0, hi = 0;
+    if (attained(p.metrics, opt.slo_attainment)) {
+        lo = s0;
+        for (hi = 2 * s0; attained(replay_metrics(opt, p.config, hi), opt.slo_attainment); hi *= 2) {
+            lo = hi;
+            if (hi >= s0 * limit) {
+                p.metrics.rate_capped = true;
+                break;
+            }
+        }
+    } else {
+        hi = s0;
+        for (lo = s0 / 2; !attained(replay_metrics(opt, p.config, lo), opt.slo_attainment); lo /= 2) {
+            hi = lo;
+            if (lo <= s0 / limit) return;   // not met even at 1/1024 of the rate: 0
+        }
+    }
+    for (int k = 0; k < opt.rate_steps && !p.metrics.rate_capped; ++k) {
+        const double mid = std::sqrt(lo * hi);
+        (attained(replay_metrics(opt, p.config, mid), opt.slo_attainment) ? lo : hi) = mid;
+    }
+    p.metrics.max_rate_scale = lo;
+    p.metrics.max_rate_rps = base_rps * lo / s0;
+}
+
+void replay_point(const plan_options & opt, plan_point & p) {
+    replay_result rr;
+    p.metrics = replay_metrics(opt, p.config, opt.base.rate_scale, &rr);
     p.status = plan_status::ok;
+    if (opt.find_rate) find_max_rate(opt, p, offered_rps(rr.requests));
 }
 
 // One point, start to end: an option the library refuses for this point (a context too small for

@@ -47,6 +47,9 @@ plan_metrics metrics_of(const nlohmann::json & j, const std::string & w) {
     m.idle_slot_purges = json_int<uint64_t>(j, "idle_slot_purges", w);
     m.ram_restores = json_int<uint64_t>(j, "ram_restores", w);
     m.prefix_tokens_reused = json_int<uint64_t>(j, "prefix_tokens_reused", w);
+    m.max_rate_scale = json_get<double>(j, "max_rate_scale", w);
+    m.max_rate_rps = json_get<double>(j, "max_rate_rps", w);
+    m.rate_capped = json_get<bool>(j, "rate_capped", w);
     return m;
 }
 

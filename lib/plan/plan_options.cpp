@@ -60,6 +60,16 @@ void plan_options::validate() const {
     if (n_points() > max_points) {
         throw option_error({"max_points"}, fmt::format("the grid has {} points, more than max_points {}", n_points(), max_points));
     }
+    if (find_rate && slo.ttft_s <= 0 && slo.tpot_s <= 0) {
+        throw option_error({"find_rate", "slo_ttft_s", "slo_tpot_s"}, "find_rate needs an objective (slo_ttft_s or slo_tpot_s)");
+    }
+    if (find_rate && base.server.arrivals != arrival_mode::trace) {
+        throw option_error({"find_rate", "arrivals"}, "find_rate scales the trace's arrival times, which arrivals saturate ignores");
+    }
+    if (!(slo_attainment > 0 && slo_attainment <= 1)) {
+        throw option_error({"slo_attainment"}, fmt::format("slo_attainment must be in (0, 1], got {}", slo_attainment));
+    }
+    if (rate_steps < 1 || rate_steps > 20) throw option_error({"rate_steps"}, fmt::format("rate_steps must be in [1, 20], got {}", rate_steps));
     base.validate();
 }
 
@@ -132,6 +142,7 @@ plan_header plan_header_of(const plan_options & o) {
     h.n_points = o.n_points();
     h.shard = o.shard;
     h.options = {{"grid", grid_json(o.grid)}, {"base", base_json(o.base)}};
+    if (o.find_rate) h.options["find_rate"] = {{"slo_attainment", o.slo_attainment}, {"rate_steps", o.rate_steps}};
     return h;
 }
 

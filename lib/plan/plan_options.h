@@ -54,11 +54,15 @@ struct plan_options {
     int64_t margin_bytes = int64_t(1024) << 20;   // left free, as llama-server's --fit target (-fitt)
     size_t max_points = 10000;    // a larger grid is refused (a typo such as -np 1-1000 in a list)
     unsigned jobs = 0;            // points replayed at once; 0 = every core
+    bool find_rate = false;       // per point: the highest arrival rate it sustains within the objectives
+    double slo_attainment = 0.9;  // find_rate: the fraction of requests that must meet the objectives
+    int rate_steps = 6;           // find_rate: bisection steps after the bracket (each a replay)
     shard_spec shard;             // run only the points whose grid index % count == index (plan merge joins them)
 
     // Throws option_error naming the fields: an empty grid value list, a zero n_parallel, n_ctx or
     // n_ubatch, a cache_ram_mib below -1, a negative or non-finite objective, memory_bytes <= 0, a
-    // negative margin, more points than max_points; then base.validate()'s.
+    // negative margin, more points than max_points, find_rate without an objective, an attainment outside
+    // (0, 1] or rate_steps outside [1, 20]; then base.validate()'s.
     void validate() const;
     // The grid's points in a fixed order (n_parallel outermost, then n_ctx, type_k, type_v,
     // kv_unified, n_ubatch, cache_ram_mib).

@@ -42,7 +42,10 @@ nlohmann::json metrics_json(const plan_metrics & m) {
             {"sim_seconds", m.sim_seconds},
             {"idle_slot_purges", m.idle_slot_purges},
             {"ram_restores", m.ram_restores},
-            {"prefix_tokens_reused", m.prefix_tokens_reused}};
+            {"prefix_tokens_reused", m.prefix_tokens_reused},
+            {"max_rate_scale", m.max_rate_scale},
+            {"max_rate_rps", m.max_rate_rps},
+            {"rate_capped", m.rate_capped}};
 }
 
 std::string ms(double s) { return fmt::format("{:.0f}", s * 1e3); }
@@ -68,16 +71,18 @@ void print_plan_table(std::ostream & out, const plan_result & r, size_t max_rows
                        h.device, h.device_source, h.memory_bytes / k_gib, h.margin_bytes / k_gib);
     out << fmt::format("  objectives: {}; * = Pareto front (goodput, TTFT p99, device memory)\n", slo_text(h.slo));
     const auto ok = ok_points(r);
-    out << fmt::format("  {:>4} {:1} {:<50} {:>8} {:>6} {:>5} {:>5} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7}\n", "rank", "", "configuration",
-                       "dev GiB", "done", "trunc", "fail", "goodput/s", "TTFT50ms", "TTFT99ms", "TPOT50ms", "TPOT99", "purges");
+    const bool rates = h.options.contains("find_rate");
+    out << fmt::format("  {:>4} {:1} {:<56} {:>7} {:>6} {:>5} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6}{}\n", "rank", "", "configuration",
+                       "dev GiB", "done", "trunc", "fail", "goodput/s", "TTFT50ms", "TTFT99ms", "TPOT50ms", "TPOT99ms", "purges",
+                       rates ? fmt::format(" {:>10}", "max req/s") : "");
     const size_t n = max_rows ? std::min(max_rows, ok.size()) : ok.size();
     for (size_t i = 0; i < n; ++i) {
         const plan_point & p = *ok[i];
         const plan_metrics & m = p.metrics;
-        out << fmt::format("  {:>4} {:1} {:<50} {:>8.2f} {:>6} {:>5} {:>5} {:>9.3f} {:>9} {:>8} {:>8} {:>7} {:>7}\n", p.rank,
+        out << fmt::format("  {:>4} {:1} {:<56} {:>7.2f} {:>6} {:>5} {:>5} {:>9.3f} {:>8} {:>8} {:>8} {:>8} {:>6}{}\n", p.rank,
                            p.pareto ? "*" : "", plan_config_flags(p.config), p.memory.device() / k_gib, m.done, m.truncated,
                            m.failed, m.goodput_rps, ms(m.ttft_p50), ms(m.ttft_p99), ms(m.tpot_p50), ms(m.tpot_p99),
-                           m.idle_slot_purges);
+                           m.idle_slot_purges, rates ? fmt::format(" {:>9.3f}{}", m.max_rate_rps, m.rate_capped ? "+" : " ") : "");
     }
     if (n < ok.size()) out << fmt::format("  ... {} more ok points in plan.csv\n", ok.size() - n);
     std::map<plan_status, std::pair<size_t, std::string>> others;
@@ -95,18 +100,21 @@ void print_plan_table(std::ostream & out, const plan_result & r, size_t max_rows
 void write_plan_csv(std::ostream & out, const plan_result & r) {
     out << "rank,pareto,status,n_parallel,n_ctx,type_k,type_v,kv_unified,n_ubatch,cache_ram_mib,device_bytes,model_bytes,"
            "context_bytes,compute_bytes,requests,done,truncated,failed,pending,slo_met,goodput_rps,ttft_p50_s,ttft_p99_s,"
-           "tpot_p50_s,tpot_p99_s,gen_tokens_per_s,sim_seconds,idle_slot_purges,ram_restores,prefix_tokens_reused,reason\n";
+           "tpot_p50_s,tpot_p99_s,gen_tokens_per_s,sim_seconds,idle_slot_purges,ram_restores,prefix_tokens_reused,max_rate_scale,"
+           "max_rate_rps,rate_capped,reason\n";
     for (const auto & p : r.points) {
         const plan_config & c = p.config;
         const plan_metrics & m = p.metrics;
         std::string reason = p.reason;
         std::replace(reason.begin(), reason.end(), '"', '\'');
-        out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.3f},{:.6f},{},{},{},\"{}\"\n",
+        out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.3f},{:.6f},{},{},{},"
+                           "{:.6g},{:.6f},{},\"{}\"\n",
                            p.rank, p.pareto ? 1 : 0, plan_status_name(p.status), c.n_parallel, c.n_ctx, ggml_type_name(c.type_k),
                            ggml_type_name(c.type_v), c.kv_unified ? 1 : 0, c.n_ubatch, c.cache_ram_mib, p.memory.device(),
                            p.memory.model, p.memory.context, p.memory.compute, m.requests, m.done, m.truncated, m.failed,
                            m.pending, m.slo_met, m.goodput_rps, m.ttft_p50, m.ttft_p99, m.tpot_p50, m.tpot_p99,
-                           m.gen_tokens_per_s, m.sim_seconds, m.idle_slot_purges, m.ram_restores, m.prefix_tokens_reused, reason);
+                           m.gen_tokens_per_s, m.sim_seconds, m.idle_slot_purges, m.ram_restores, m.prefix_tokens_reused,
+                           m.max_rate_scale, m.max_rate_rps, m.rate_capped ? 1 : 0, reason);
     }
 }
 
