@@ -67,7 +67,7 @@ int calibrate_cli::run(std::ostream & term) {
         if (!out.empty()) throw usage_error("--predict fits nothing, so there is no profile to write with -o");
         const calibration_result r = predict_bench(points, m, wt, base);
         term << fmt::format("kvsim calibrate --predict: {} llama-bench results of {} ({} weights) on profile {} ({})\n", points.size(),
-                            m.name, r.weights->name, base.name, base.source);
+                            m.name, r.weights_text(), base.name, base.source);
         print_calibration(term, r);
         return EXIT_OK;
     }
@@ -78,7 +78,7 @@ int calibrate_cli::run(std::ostream & term) {
     for (const auto & f : files) src.push_back(f);
     std::vector<double> errs;
     for (const auto & p : r.points) errs.push_back(p.error());
-    j["calibration"] = {{"model", m.name}, {"weights", r.weights->name}, {"files", src}, {"results", r.points.size()},
+    j["calibration"] = {{"model", m.name}, {"weights", r.weights_text()}, {"files", src}, {"results", r.points.size()},
                         {"base_device", base.name}, {"notes", r.notes}};
     // the profile must load back (kvsim replay --device FILE): a fit outside parse_device_profile's
     // ranges is refused here, not by a later replay
@@ -95,7 +95,7 @@ int calibrate_cli::run(std::ostream & term) {
         throw usage_error(fmt::format("kvsim calibrate: {}; the results do not look like one model on one machine", e.what()));
     }
     term << fmt::format("kvsim calibrate: {} llama-bench results of {} ({} weights), base profile {} ({:.1f} GB/s, {:.2f} TFLOP/s)\n",
-                        points.size(), m.name, r.weights->name, base.name, base.bandwidth_gbs, base.peak_tflops);
+                        points.size(), m.name, r.weights_text(), base.name, base.bandwidth_gbs, base.peak_tflops);
     print_calibration(term, r);
     const auto & d = r.profile;
     std::string gemms;

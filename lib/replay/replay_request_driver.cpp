@@ -86,10 +86,14 @@ std::string ram_cache_line(const replay_options & opt, const json & rc) {
                        (double) rc["peak_bytes"].get<uint64_t>() / (1024.0 * 1024.0));
 }
 
+// "0.127 / 1.059 s" from a latency statistic of summary.json; "-" when no request got there.
+std::string p50_p99(const json & st) {
+    return st.value("n", 0) ? fmt::format("{:.3f} / {:.3f} s", st["p50"].get<double>(), st["p99"].get<double>()) : std::string("-");
+}
+
 terminal_rows request_terminal_rows(const replay_options & opt, const context & ctx, const json & totals, const json & lat,
                                     const occupancy_recorder & occ) {
     const auto & oc = lat["outcomes"];
-    const auto & ttft = lat["ttft_s"];
     return {
         {"context", context_line(ctx)},
         {"KV memory", mib(compute_kv_bytes(ctx.model(), ctx.params(), ctx.sizes()).total())},
@@ -112,10 +116,10 @@ terminal_rows request_terminal_rows(const replay_options & opt, const context & 
                                     : std::string("none (no sliding-window layers, --swa-full or --ctx-checkpoints 0)")},
         {"peak used cells / n_kv", fmt::format("{} (all streams) / {} (per stream)", occ.peaks().used, occ.peaks().n_kv)},
         {"SWA-reused cells", std::to_string(totals["swa_reused_cells"].get<uint64_t>())},
-        {"simulated time", fmt::format("{:.2f} s ({}, {} weights)", totals["sim_seconds"].get<double>(), opt.device.name,
-                                       opt.weights ? opt.weights->name : "f16")},
-        {"TTFT p50 / p99", ttft.value("n", 0) ? fmt::format("{:.3f} / {:.3f} s", ttft["p50"].get<double>(), ttft["p99"].get<double>())
-                                               : std::string("-")},
+        {"simulated time", fmt::format("{:.2f} s ({} weights on {}: {})", totals["sim_seconds"].get<double>(),
+                                       opt.weights ? opt.weights->name : "f16", opt.device.name, opt.device.source)},
+        {"TTFT p50 / p99", p50_p99(lat["ttft_s"])},
+        {"TPOT p50 / p99", p50_p99(lat["tpot_s"])},
     };
 }
 

@@ -1,5 +1,7 @@
 #include "time/calibrate.h"
 
+#include "time/llama_bench_markdown.h"
+
 #include "drive/op_runner.h"
 #include "kv/context.h"
 #include "core/errors.h"
@@ -132,7 +134,8 @@ std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw input_error(path, 0, "", "is empty (no llama-bench results)");
     json j;
     try {
-        j = parse_json_bounded(text);
+        if (looks_like_llama_bench_markdown(text)) j = llama_bench_markdown_to_json(text, path);
+        else j = parse_json_bounded(text);
     } catch (const json::parse_error & e) {
         // -o jsonl: one object per line
         j = json::array();
@@ -152,6 +155,8 @@ std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
                 throw input_error(path, 0, "", fmt::format("not JSON (llama-bench -o json or -o jsonl): {}", e.what()));
             }
         }
+    } catch (const input_error &) {
+        throw;
     } catch (const std::exception & e) {   // json_too_deep, or out_of_range for a number like 1e400
         throw input_error(path, 0, "", fmt::format("not a llama-bench result: {}", e.what()));
     }
@@ -294,30 +299,32 @@ std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, c
         for (const auto & t : p) v.push_back(s.memory_bound(t));
     return v;
 }
-// The weight type every result shares (refused when they differ), each result checked against the model.
-const weight_file_type & checked_weight_type(const std::vector<llama_bench_row> & points, const model_shape & m,
-                                            const weight_file_type * weights) {
+// Each result's weight type (--weights, when given, must be each one's), each result checked against the
+// model in its type; the distinct types go to r.weights.
+std::vector<const weight_file_type *> checked_weight_types(const std::vector<llama_bench_row> & points, const model_shape & m,
+                                                           const weight_file_type * weights, calibration_result & r) {
     if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
-    const weight_file_type & ft = bench_weight_type(points.front(), weights);
+    std::vector<const weight_file_type *> v;
     for (const auto & p : points) {
-        bench_weight_type(p, &ft);
+        const weight_file_type & ft = bench_weight_type(p, weights);
         check_bench_model(p, m, ft);
+        v.push_back(&ft);
+        if (std::find(r.weights.begin(), r.weights.end(), &ft) == r.weights.end()) r.weights.push_back(&ft);
     }
-    return ft;
+    return v;
 }
 }  // namespace
 
 calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                              const device_profile & base) {
     calibration_result r;
-    const weight_file_type & ft = checked_weight_type(points, m, weights);
-    r.weights = &ft;
-    step_time_model tm{base, m, &ft};
+    const std::vector<const weight_file_type *> ft = checked_weight_types(points, m, weights, r);
     std::vector<std::vector<ubatch_terms>> pts;
     std::vector<double> y;
     fit_state s;
-    for (const auto & p : points) {
-        pts.push_back(bench_row_ubatches(p, tm));
+    for (size_t i = 0; i < points.size(); ++i) {
+        const auto & p = points[i];
+        pts.push_back(bench_row_ubatches(p, step_time_model{base, m, ft[i]}));
         y.push_back(p.avg_s);
         for (const auto & t : pts.back()) s.sizes.push_back(t.n_tokens);
     }
@@ -407,8 +414,8 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
     std::map<int, int> threads;
     for (const auto & p : points) ++threads[p.n_threads];
     d.threads = std::max_element(threads.begin(), threads.end(), [](auto a, auto b) { return a.second < b.second; })->first;
-    const step_time_model fitted{d, m, &ft};
     for (size_t i = 0; i < points.size(); ++i) {
+        const step_time_model fitted{d, m, ft[i]};
         double t = 0;
         for (const auto & u : pts[i]) t += fitted.seconds_of(u);
         r.points.push_back({points[i], t});
@@ -419,16 +426,21 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
 calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                                  const device_profile & profile) {
     calibration_result r;
-    const weight_file_type & ft = checked_weight_type(points, m, weights);
-    r.weights = &ft;
+    const std::vector<const weight_file_type *> ft = checked_weight_types(points, m, weights, r);
     r.profile = profile;
-    const step_time_model tm{profile, m, &ft};
-    for (const auto & p : points) {
+    for (size_t i = 0; i < points.size(); ++i) {
+        const step_time_model tm{profile, m, ft[i]};
         double t = 0;
-        for (const auto & u : bench_row_ubatches(p, tm)) t += tm.seconds_of(u);
-        r.points.push_back({p, t});
+        for (const auto & u : bench_row_ubatches(points[i], tm)) t += tm.seconds_of(u);
+        r.points.push_back({points[i], t});
     }
     return r;
+}
+
+std::string calibration_result::weights_text() const {
+    std::string s;
+    for (const weight_file_type * w : weights) s += (s.empty() ? "" : " + ") + std::string(w->name);
+    return s;
 }
 
 void print_calibration(std::ostream & out, const calibration_result & r) {

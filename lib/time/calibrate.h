@@ -34,7 +34,8 @@ struct llama_bench_row {
     std::string test_name() const;   // "pp512", "tg128", "pp512+tg128", with " @ d<depth>"
 };
 
-// Reads `llama-bench -o json` output (also accepts JSON lines, -o jsonl). Throws input_error
+// Reads `llama-bench -o json` output (also accepts JSON lines, -o jsonl, and llama-bench's default
+// markdown table: time/llama_bench_markdown.h). Throws input_error
 // naming the file, the entry and the field for a file that cannot be read, is not JSON, is not
 // an array of objects, or lacks / mistypes a field the fit needs.
 std::vector<llama_bench_row> read_llama_bench(const std::string & path);
@@ -59,15 +60,19 @@ struct calibration_point {
 
 struct calibration_result {
     device_profile profile;
-    const weight_file_type * weights = nullptr;
+    std::vector<const weight_file_type *> weights;   // the results' weight types, each once, in order of first use
     std::vector<calibration_point> points;
     std::vector<std::string> notes;   // terms that could not be fitted and were fixed
+    std::string weights_text() const;   // "q4_K_M" or "q4_K_M + f16"
 };
 
 // Fits weight_read_fraction, a gemm_fraction per ubatch size that has compute-bound ubatches,
 // ubatch_overhead_s, attn_s_per_kv_byte and attn_s_per_flop on top of `base` (its bandwidth and
 // peak stay: the fractions are relative to them). layer_overhead_s is collinear with the per-ubatch
 // cost on one model (0); a term the results cannot separate is fixed at 0 and named in notes. Throws
+// Results of several weight types of one model fit together: one weight-read fraction for all, so
+// the per-ubatch cost that does not scale with bytes becomes separable (a fit on one type cannot tell
+// it from the weight reads). `weights` (--weights), when given, must be every result's type. Throws
 // input_error (file, field) for inconsistent input and usage_error when there are fewer
 // points than free terms or the points cannot separate them.
 calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
