@@ -336,3 +336,36 @@ TEST_CASE("report.html: slot failures become markers; sections without data are 
     CHECK(html.find("Request latency") == std::string::npos);
     CHECK(html.find("Attention bandwidth") == std::string::npos);
 }
+
+TEST_CASE("load_summary: offered and served rates, the waiting queue, overload by hand") {
+    const auto r = [](double arrival, double admission, double finish, request_outcome o) {
+        request_result x;
+        x.arrival = arrival;
+        x.admission = admission;
+        x.finish = finish;
+        x.outcome = o;
+        return x;
+    };
+    // 5 requests over 4 s of arrivals; one slot. Waiting (arrived, not admitted): at t=1 request 1 waits
+    // (admitted at 2), at t=2 request 2 arrives and waits (admitted 3.5), at t=3 request 3 too, so
+    // the queue reaches 2 at t=3 (requests 2 and 3).
+    const std::vector<request_result> rs = {
+        r(0, 0, 2, request_outcome::done),          r(1, 2, 3.5, request_outcome::done),
+        r(2, 3.5, 5, request_outcome::truncated),   r(3, 5, 6, request_outcome::done),
+        r(4, -1, -1, request_outcome::failed),
+    };
+    const auto l = load_summary(rs, 1);
+    CHECK(l["offered_rps"].get<double>() == doctest::Approx(5.0 / 4.0));   // 5 requests over arrivals 0..4
+    CHECK(l["served_rps"].get<double>() == doctest::Approx(4.0 / 6.0));    // done + truncated over 0..6
+    CHECK(l["queue_max"].get<int64_t>() == 2);
+    // at t=4: requests 2 (finishes 5) and 3 (finishes 6) unfinished; 4 failed (not a backlog)
+    CHECK(l["backlog_at_last_arrival"].get<uint64_t>() == 2);
+    CHECK(!l["overloaded"].get<bool>());   // 2 <= max(4 x 1 slot, 5 % of 5)
+    // 100 requests one per second, one slot, each served in 2 s: the backlog grows to half the trace
+    std::vector<request_result> slow;
+    for (int i = 0; i < 100; ++i) slow.push_back(r(i, 2.0 * i, 2.0 * i + 2, request_outcome::done));
+    const auto s = load_summary(slow, 1);
+    CHECK(s["served_rps"].get<double>() == doctest::Approx(100.0 / 200.0));
+    CHECK(s["backlog_at_last_arrival"].get<uint64_t>() == 51);   // 100 arrived by t=99, finished: 2i+2 <= 99, i <= 48: 49
+    CHECK(s["overloaded"].get<bool>());
+}

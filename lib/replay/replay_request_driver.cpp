@@ -91,6 +91,19 @@ std::string p50_p99(const json & st) {
     return st.value("n", 0) ? fmt::format("{:.3f} / {:.3f} s", st["p50"].get<double>(), st["p99"].get<double>()) : std::string("-");
 }
 
+// The terminal's "load" row: offered and served rates, the queue, and a plain word when the queue grew
+// with the trace (the latencies then measure the backlog, not the configuration).
+std::string load_line(const json & l) {
+    std::string s = fmt::format("offered {:.3g} req/s, served {:.3g} req/s; queue max {}, {} unfinished at the last arrival",
+                                l["offered_rps"].get<double>(), l["served_rps"].get<double>(), l["queue_max"].get<int64_t>(),
+                                l["backlog_at_last_arrival"].get<uint64_t>());
+    if (l["overloaded"].get<bool>()) {
+        s += ": OVERLOADED, the arrivals outrun the simulated server (slow them with --rate-scale, or find the rate this "
+             "configuration sustains with kvsim plan --find-rate)";
+    }
+    return s;
+}
+
 terminal_rows request_terminal_rows(const replay_options & opt, const context & ctx, const json & totals, const json & lat,
                                     const occupancy_recorder & occ) {
     const auto & oc = lat["outcomes"];
@@ -179,6 +192,7 @@ public:
         const server_totals & tt = sim_->totals();
         const step_time_model & tm = sim_->timer().model();
         const json lat = latency_summary(sim_->results());
+        const json load = load_summary(sim_->results(), ctx.params().n_seq_max);
         const json totals = request_totals_json(trace_, tt, ctx);
         replay_report rep;
         rep.summary = {{"kind", "request_trace"},
@@ -189,10 +203,12 @@ public:
                        {"weights", weights_json(tm)},
                        {"totals", totals},
                        {"latency", lat},
+                       {"load", load},
                        {"bookkeeping_tokens_per_second",
                         wall > 0 ? (double) (tt.prompt_tokens_decoded + tt.gen_tokens_decoded) / wall : 0}};
         if (tt.interrupted) rep.summary["interrupted"] = {{"at_step", tt.steps}, {"sim_seconds", tt.sim_seconds}};
         rep.rows = request_terminal_rows(opt_, ctx, totals, lat, occ);
+        rep.rows.emplace_back("load", load_line(load));
         if (tt.interrupted) {
             rep.interrupted = fmt::format("stopped after step {} (simulated {:.2f} s); unfinished requests are 'pending'", tt.steps,
                                           tt.sim_seconds);

@@ -71,4 +71,30 @@ nlohmann::json latency_summary(const std::vector<request_result> & rs) {
             {"queue_delay_s", stats(qd)}};
 }
 
+nlohmann::json load_summary(const std::vector<request_result> & rs, uint32_t n_slots) {
+    if (rs.empty()) return {{"offered_rps", 0}, {"served_rps", 0}, {"queue_max", 0}, {"backlog_at_last_arrival", 0}, {"overloaded", false}};
+    double first = rs.front().arrival, last = first, last_finish = first;
+    uint64_t served = 0;
+    std::vector<std::pair<double, int>> events;   // (time, +1 arrival / -1 admission): the waiting queue
+    for (const auto & r : rs) {
+        first = std::min(first, r.arrival);
+        last = std::max(last, r.arrival);
+        if (r.finish >= 0) last_finish = std::max(last_finish, r.finish);
+        served += r.outcome == request_outcome::done || r.outcome == request_outcome::truncated;
+        events.emplace_back(r.arrival, +1);
+        if (r.admission >= 0) events.emplace_back(r.admission, -1);
+    }
+    std::sort(events.begin(), events.end());   // at one time admissions (-1) before arrivals: a request admitted on arrival never waits
+    int64_t q = 0, q_max = 0;
+    for (const auto & e : events) q_max = std::max(q_max, q += e.second);
+    uint64_t backlog = 0;
+    for (const auto & r : rs) backlog += r.arrival <= last && !(r.finish >= 0 && r.finish <= last) && r.outcome != request_outcome::failed;
+    const uint64_t limit = std::max<uint64_t>(4 * (uint64_t) n_slots, rs.size() / 20);
+    return {{"offered_rps", last > first ? (double) rs.size() / (last - first) : 0.0},
+            {"served_rps", last_finish > first ? (double) served / (last_finish - first) : 0.0},
+            {"queue_max", q_max},
+            {"backlog_at_last_arrival", backlog},
+            {"overloaded", backlog > limit}};
+}
+
 }  // namespace kvsim

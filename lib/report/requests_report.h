@@ -22,4 +22,12 @@ double request_tpot(const request_result & r);
 //  "queue_delay_s":{...}} over the requests that reached each event.
 nlohmann::json latency_summary(const std::vector<request_result> & rs);
 
+// Whether the simulated server kept up with the arrivals: {"offered_rps": requests over the span of
+// their arrivals, "served_rps": requests finished (done or truncated) over the span from the first
+// arrival to the last finish, "queue_max": the most requests waiting for a slot at once (arrived, not
+// yet admitted), "backlog_at_last_arrival": requests arrived and not finished when the last one
+// arrived, "overloaded": that backlog is over max(4 x n_slots, 5 % of the requests), i.e. the queue
+// grew with the trace rather than draining between bursts}.
+nlohmann::json load_summary(const std::vector<request_result> & rs, uint32_t n_slots);
+
 }  // namespace kvsim
