@@ -155,8 +155,15 @@ TEST_CASE("calibrate: terms the results cannot separate are named and fixed") {
     for (size_t i = 0; i < r.points.size(); ++i) {
         CHECK(r.points[i].predicted_s == doctest::Approx(k_hand[i].seconds + 2e-3 * k_hand[i].ubatches).epsilon(1e-6));
     }
-    // two results for the free terms: refused
-    CHECK_THROWS_AS(calibrate({pts[0], pts[2]}, m, nullptr, device_preset("cpu")), usage_error);
+    // two results (a 512-token prompt, 16 generated tokens) for five terms, as a published pp512 + tg128 pair:
+    // the weight reads and the 512-token GEMM are fitted, the rest kept from the base profile and named
+    const calibration_result two = calibrate({pts[0], pts[2]}, m, nullptr, device_preset("cpu"));
+    REQUIRE(two.notes.size() == 3);
+    CHECK(two.notes[0] == "ubatch_overhead_s: kept from the base profile (0): 2 results cannot also fit it");
+    CHECK(two.notes[1] == "attn_s_per_flop: kept from the base profile (0): 2 results cannot also fit it");
+    CHECK(two.notes[2] == "attn_s_per_kv_byte: kept from the base profile (0): 2 results cannot also fit it");
+    CHECK(two.profile.attention == "roofline");   // the base's attention model, with its terms
+    CHECK(two.profile.ubatch_overhead_s == 0);
 }
 
 TEST_CASE("read_llama_bench: llama-bench's json layout, jsonl, and bad files") {
@@ -232,8 +239,11 @@ TEST_CASE("kvsim calibrate: the CLI fits, prints residuals and writes the profil
     refused(dir / "other.json", "", "field model_n_params is not model llama-3.2-1b's");
     refused(k_data, "--weights q8_0", "field model_type says the weights are q4_0, not --weights q8_0");
     j = nlohmann::json::parse(read_text(k_data));
-    std::ofstream(dir / "few.json") << nlohmann::json::array({j[0], j[2]}).dump();
-    refused(dir / "few.json", "", "free terms");
+    // one pp512+tg32 result: a GEMM and the weight reads, two terms the base profile does not give
+    nlohmann::json mixed = j[0];
+    mixed["n_gen"] = 32;
+    std::ofstream(dir / "few.json") << nlohmann::json::array({mixed}).dump();
+    refused(dir / "few.json", "", "1 llama-bench result(s) for 2 free terms");
     refused(dir / "nosuch.json", "", "nosuch.json: cannot open");
 }
 

@@ -229,6 +229,7 @@ const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_over
 struct fit_state {
     std::vector<double> x;          // T_GEMM0 + sizes.size() terms
     std::vector<bool> active;
+    std::vector<bool> from_base = std::vector<bool>(T_GEMM0, false);   // kept at the base profile's value (keep_from_base)
     std::vector<double> sizes;      // distinct tokens per ubatch, ascending
     size_t gemm_of(double n_tokens) const {
         return T_GEMM0 + (size_t) (std::lower_bound(sizes.begin(), sizes.end(), n_tokens) - sizes.begin());
@@ -299,6 +300,24 @@ std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, c
         for (const auto & t : p) v.push_back(s.memory_bound(t));
     return v;
 }
+// Fewer results than free terms (a published pp512 + tg128 pair): the per-ubatch cost, then the
+// attention terms, are taken from the base profile, each named in notes, until the results cover the
+// rest. False when even the weight-read and GEMM terms outnumber the results.
+bool keep_from_base(fit_state & s, const device_profile & base, size_t n_results, std::vector<std::string> & notes) {
+    const std::pair<size_t, double> order[] = {{T_UBATCH, base.ubatch_overhead_s},
+                                               {T_ATTN_FLOPS, base.attn_s_per_flop},
+                                               {T_KV, base.attn_s_per_kv_byte}};
+    for (const auto & [t, value] : order) {
+        if (n_results >= (size_t) std::count(s.active.begin(), s.active.end(), true)) return true;
+        if (!s.active[t]) continue;
+        s.active[t] = false;
+        s.x[t] = value;
+        s.from_base[t] = true;
+        notes.push_back(fmt::format("{}: kept from the base profile ({:g}): {} results cannot also fit it", s.name(t), value, n_results));
+    }
+    return n_results >= (size_t) std::count(s.active.begin(), s.active.end(), true);
+}
+
 // Each result's weight type (--weights, when given, must be each one's), each result checked against the
 // model in its type; the distinct types go to r.weights.
 std::vector<const weight_file_type *> checked_weight_types(const std::vector<llama_bench_row> & points, const model_shape & m,
@@ -350,11 +369,10 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
             for (const auto & t : p) has[branch[ub++] ? (size_t) T_WEIGHTS : s.gemm_of(t.n_tokens)] = true;
         if (!has[T_WEIGHTS]) s.active[T_WEIGHTS] = false;
         for (size_t k = T_GEMM0; k < s.x.size(); ++k) s.active[k] = has[k] && gemm_free[k];
-        const size_t n_free = (size_t) std::count(s.active.begin(), s.active.end(), true);
-        if (points.size() < n_free) {
+        if (!keep_from_base(s, base, points.size(), r.notes)) {
             throw usage_error(fmt::format("kvsim calibrate: {} llama-bench result(s) for {} free terms; run llama-bench with more "
                                           "-p/-n/-d/-ub values (e.g. -p 64,256,512 -n 32 -d 0,1024,4096)",
-                                          points.size(), n_free));
+                                          points.size(), (size_t) std::count(s.active.begin(), s.active.end(), true)));
         }
         if (!solve(pts, y, s, branch)) {
             // not separable by these results: give up the least identifiable term, in this order
@@ -408,7 +426,9 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
     }
     d.ubatch_overhead_s = s.x[T_UBATCH];
     d.layer_overhead_s = 0;
-    d.attention = "linear";
+    // attention fitted as linear terms, unless both came from the base profile: then its model too
+    const bool attention_from_base = s.from_base[T_KV] && s.from_base[T_ATTN_FLOPS];
+    d.attention = attention_from_base ? base.attention : "linear";
     d.attn_s_per_kv_byte = s.x[T_KV];
     d.attn_s_per_flop = s.x[T_ATTN_FLOPS];
     std::map<int, int> threads;

@@ -72,8 +72,10 @@ struct calibration_result {
 // cost on one model (0); a term the results cannot separate is fixed at 0 and named in notes. Throws
 // Results of several weight types of one model fit together: one weight-read fraction for all, so
 // the per-ubatch cost that does not scale with bytes becomes separable (a fit on one type cannot tell
-// it from the weight reads). `weights` (--weights), when given, must be every result's type. Throws
-// input_error (file, field) for inconsistent input and usage_error when there are fewer
+// it from the weight reads). `weights` (--weights), when given, must be every result's type. With
+// fewer results than free terms (a published pp512 + tg128 pair) the per-ubatch cost, then the
+// attention terms (and, when both, the attention model) are kept from `base`, each named in notes.
+// Throws input_error (file, field) for inconsistent input and usage_error when there are fewer
 // points than free terms or the points cannot separate them.
 calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                              const device_profile & base);
