@@ -316,6 +316,11 @@ TEST_CASE("read_llama_bench: llama-bench's markdown table, as published") {
           (dir / "rate.md") + ":3: t/s is not 'A ± S' (value 'fast')");
     CHECK(error_of(write("nohead.md", "| model | size | t/s |\n|--|--|--|\n| m | 1 GiB | 1 ± 0 |\n")) ==
           (dir / "nohead.md") + ":1: a llama-bench table header needs a 'test' column (value '| model | size | t/s |')");
+    // a table without t/s is a table (not "not JSON"); a column named twice is refused, not collapsed
+    CHECK(error_of(write("nots.md", "| model | test |\n|--|--|\n| m | pp512 |\n")) ==
+          (dir / "nots.md") + ":1: a llama-bench table header needs a 't/s' column (value '| model | test |')");
+    CHECK(error_of(write("twice.md", "| model | test | test | t/s |\n")) ==
+          (dir / "twice.md") + ":1: column 'test' appears twice in the header (value '| model | test | test | t/s |')");
 }
 
 TEST_CASE("calibrate: two weight types of one card separate the fixed cost per ubatch (published RTX 4090 results)") {

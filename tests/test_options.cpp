@@ -110,6 +110,13 @@ TEST_CASE("replay_options::validate: the model, the batch, the device and the ke
         {[](replay_options & o) { o.model.n_layer = 2147483647; }, "n_layer 2147483647 exceeds llama.cpp's LLAMA_MAX_LAYERS 512",
          {"n_layer"}},
         {[](replay_options & o) {
+             o.model.n_head = 65536;
+             o.model.n_head_kv = 65536;
+             o.model.head_dim = 65536;
+         },
+         "n_head 65536 x head_dim 65536 = 4294967296 exceeds 16777216 elements per row", {"n_head", "head_dim"}},
+        {[](replay_options & o) { o.rate_scale = -1; }, "rate_scale must be a finite number > 0, got -1", {"rate_scale"}},
+        {[](replay_options & o) {
              o.model.n_head = 6;
              o.model.n_head_kv = 4;
          },

@@ -5,6 +5,9 @@
 #include "plan/plan_report.h"
 #include "replay/run_replay.h"
 #include "core/errors.h"
+#include "util/interrupt.h"
+
+#include <csignal>
 
 #include <doctest/doctest.h>
 
@@ -309,4 +312,75 @@ TEST_CASE("find_rate: the scale found meets the objectives, a tenth more does no
     bad.slo.ttft_s = 1;
     bad.slo_attainment = 1.5;
     CHECK_THROWS_WITH(bad.validate(), "slo_attainment must be in (0, 1], got 1.5");
+}
+
+TEST_CASE("run_plan: a replay stopped by a signal is not_run, never ranked (hostile-input pass H1)") {
+    install_interrupt_handler();
+    std::raise(SIGINT);   // the flag is set before the first replay's first step
+    const plan_result r = run_plan(small_plan(), {}, {});
+    reset_interrupt();
+    for (const plan_point & p : r.points) {
+        CHECK(p.status == plan_status::not_run);
+        CHECK(p.rank == 0);
+        CHECK(!p.pareto);
+        CHECK(p.reason == "interrupted");
+    }
+}
+
+TEST_CASE("find_rate answers the same from any --rate-scale (hostile-input pass H2)") {
+    plan_options o = small_plan();
+    o.base.trace = std::string(KVSIM_SOURCE_DIR) + "/traces/azure/AzureLLMInferenceTrace_conv_2023.csv";
+    o.base.limit = 200;
+    o.base.device.bandwidth_gbs = 100;
+    o.grid.n_parallel = {2};
+    o.slo = {1.0, 0.05};
+    o.slo_attainment = 0.75;
+    o.find_rate = true;
+    const double from_1 = run_plan(o, {}, {}).points[0].metrics.max_rate_scale;
+    REQUIRE(from_1 > 0);
+    for (double s0 : {1e4, 1e-3}) {
+        o.base.rate_scale = s0;
+        CHECK(run_plan(o, {}, {}).points[0].metrics.max_rate_scale == from_1);
+    }
+}
+
+TEST_CASE("plan_options: values no replay accepts and repeated values are refused up front (hostile-input pass M1, M3)") {
+    const auto refusal = [](auto set) {
+        plan_options p = small_plan();
+        set(p);
+        try {
+            p.validate();
+        } catch (const option_error & e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    };
+    CHECK(refusal([](plan_options & p) { p.grid.n_parallel = {300}; }) ==
+          "grid point -np 300 -c 4096 -ctk f16 -ctv f16 -ub 512: n_seq_max must be in [1, 256], got 300");
+    CHECK(refusal([](plan_options & p) { p.grid.n_ubatch = {4096}; }) ==
+          "grid point -np 1 -c 4096 -ctk f16 -ctv f16 -ub 4096: n_ubatch 4096 > n_batch 2048: a ubatch cannot exceed its batch");
+    CHECK(refusal([](plan_options & p) { p.grid.n_parallel = {1, 2, 1}; }) == "n_parallel lists a value twice");
+    CHECK(refusal([](plan_options & p) { p.base.rate_scale = 0; }) == "rate_scale must be a finite number > 0, got 0");
+}
+
+TEST_CASE("plan merge: a point whose settings are not the grid's, or metrics that cannot be, are refused (hostile-input pass M4)") {
+    plan_options o = small_plan();
+    std::vector<nlohmann::json> parts;
+    for (int i = 0; i < 2; ++i) {
+        plan_options s = o;
+        s.shard = {i, 2};
+        parts.push_back(plan_json(run_plan(s, {}, {})));
+    }
+    nlohmann::json bad = parts[1];
+    bad["points"][0]["config"]["n_parallel"] = 3;
+    CHECK_THROWS_WITH(merge_plan_shards({parts[0], bad}, {"a", "b"}), "b: a point whose settings are not the grid's at its index (value '1')");
+    bad = parts[1];
+    bad["points"][0]["metrics"]["goodput_rps"] = -1;
+    CHECK_THROWS_WITH(merge_plan_shards({parts[0], bad}, {"a", "b"}), "b: points[0].metrics: a time or rate that is negative or not finite");
+    bad = parts[1];
+    bad["shard"] = "0/0";
+    CHECK_THROWS_WITH(merge_plan_shards({parts[0], bad}, {"a", "b"}), "b: shard: '0' must be positive (value '0/0')");
+    bad = parts[1];
+    bad["points"][0]["metrics"].erase("done");
+    CHECK_THROWS_WITH(merge_plan_shards({parts[0], bad}, {"a", "b"}), "b: points[0].metrics.done is missing");
 }

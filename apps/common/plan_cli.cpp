@@ -51,11 +51,11 @@ void plan_cli::add_to(CLI::App & cmd) {
     cmd.add_flag("--no-progress", base.no_progress, "Never draw a progress bar");
     cmd.add_flag("--progress", base.force_progress, "Draw a progress bar even when stderr is not a terminal");
     cmd.add_option("--shard", shard, "Run only shard i/n of the grid's points (their number % n == i); join with kvsim plan merge");
-    cmd.add_option("--top", top, "Rows of the ranked table on the terminal (0 = all)")->capture_default_str();
+    cmd.add_option("--top", top, "Rows of the ranked table on the terminal (0 = all)")->capture_default_str()->check(CLI::NonNegativeNumber);
     merge = cmd.add_subcommand("merge", "Join the plan.json of every shard (--shard i/n) into the whole plan");
     merge->add_option("files", merge_files, "The shards' plan.json")->required();
     merge->add_option("--out", out_dir, "Directory for plan.csv, plan.json and plan.html");
-    merge->add_option("--top", top, "Rows of the ranked table on the terminal (0 = all)")->capture_default_str();
+    merge->add_option("--top", top, "Rows of the ranked table on the terminal (0 = all)")->capture_default_str()->check(CLI::NonNegativeNumber);
 }
 
 namespace {

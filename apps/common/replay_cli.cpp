@@ -322,7 +322,7 @@ const flag_names & replay_cli::flags_of_fields() {
         // device_profile, kernel_options
         {"bandwidth_gbs", "--bandwidth-gbs"}, {"peak_tflops", "--tflops"}, {"backend", "--backend"},
         {"verify", "--verify"}, {"measured_step_time", "--step-time measured"}, {"time_budget_s", "--time-budget"},
-        {"time_layers", "--time-layers"},
+        {"time_layers", "--time-layers"}, {"rate_scale", "--rate-scale"},
     };
     return flags;
 }

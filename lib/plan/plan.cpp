@@ -29,6 +29,8 @@ const char * plan_status_name(plan_status s) {
 }
 
 namespace {
+struct point_interrupted {};
+
 bool within_slo(const request_result & r, const plan_slo & slo) {
     if (r.outcome != request_outcome::done || r.first_token < 0) return false;
     if (slo.ttft_s > 0 && r.first_token - r.arrival > slo.ttft_s) return false;
@@ -53,6 +55,8 @@ plan_metrics replay_metrics(const plan_options & opt, const plan_config & c, dou
     replay_options r = opt.replay_of(c);
     r.rate_scale = rate_scale;
     replay_result rr = run_replay_quiet(r);
+    // a replay stopped by a signal has pending requests: not a result to rank
+    if (rr.summary.contains("interrupted")) throw point_interrupted();
     const auto & t = rr.summary.at("totals");
     const plan_metrics m = plan_metrics_of(rr.requests, t.at("sim_seconds").get<double>(), t.at("gen_tokens_decoded").get<uint64_t>(),
                                            opt.slo, t.at("idle_slot_purges").get<uint64_t>(),
@@ -76,25 +80,30 @@ double offered_rps(const std::vector<request_result> & rs) {
     return hi > lo ? (double) rs.size() / (hi - lo) : 0;
 }
 
-// The highest rate scale within the objectives: a bracket by doubling or halving from the plan's own
-// scale (whose result is `at_base`), then rate_steps geometric bisections. Each probe is a replay.
+// The highest rate scale within the objectives: a bracket by doubling or halving from the trace's own
+// rate (scale 1, whatever --rate-scale the plan's points ran at: the answer must not depend on it),
+// then rate_steps geometric bisections. Each probe is a replay; `at_s0` is the point's own result at
+// the plan's scale.
 void find_max_rate(const plan_options & opt, plan_point & p, double base_rps) {
-    const double s0 = opt.base.rate_scale, limit = 1024;
+    const double s0 = opt.base.rate_scale, limit = 1 << 20;
+    const auto met = [&](double scale) {
+        return attained(scale == s0 ? p.metrics : replay_metrics(opt, p.config, scale), opt.slo_attainment);
+    };
     double lo = 0, hi = 0;
-    if (attained(p.metrics, opt.slo_attainment)) {
-        lo = s0;
-        for (hi = 2 * s0; attained(replay_metrics(opt, p.config, hi), opt.slo_attainment); hi *= 2) {
+    if (met(1.0)) {
+        lo = 1.0;
+        for (hi = 2.0; met(hi); hi *= 2) {
             lo = hi;
-            if (hi >= s0 * limit) {
+            if (hi >= limit) {
                 p.metrics.rate_capped = true;
                 break;
             }
         }
     } else {
-        hi = s0;
-        for (lo = s0 / 2; !attained(replay_metrics(opt, p.config, lo), opt.slo_attainment); lo /= 2) {
+        hi = 1.0;
+        for (lo = 0.5; !met(lo); lo /= 2) {
             hi = lo;
-            if (lo <= s0 / limit) return;   // not met even at 1/1024 of the rate: 0
+            if (lo <= 1.0 / limit) return;   // not met even at 2^-20 of the trace's rate: 0
         }
     }
     for (int k = 0; k < opt.rate_steps && !p.metrics.rate_capped; ++k) {
@@ -119,6 +128,10 @@ void run_point(const plan_options & opt, plan_point & p) {
         size_point(opt, p);
         if (p.status == plan_status::no_fit) return;
         replay_point(opt, p);
+    } catch (const point_interrupted &) {
+        p.status = plan_status::not_run;
+        p.metrics = {};
+        p.reason = "interrupted";
     } catch (const input_error &) {
         throw;   // the trace: every point would fail alike
     } catch (const usage_error & e) {

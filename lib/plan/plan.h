@@ -28,7 +28,7 @@ struct plan_metrics {
     uint64_t prefix_tokens_reused = 0;
     // find_rate only: the highest rate scale (trace arrivals x scale) at which the point still meets
     // the objectives for slo_attainment of the requests, and that offered rate in requests per second;
-    // 0: not searched, or not met even at 1/1024 of the trace's rate. rate_capped: met at 1024x.
+    // 0: not searched, or not met even at 2^-20 of the trace's rate. rate_capped: met at 2^20 x.
     double max_rate_scale = 0, max_rate_rps = 0;
     bool rate_capped = false;
 };

@@ -5,6 +5,7 @@
 #include "util/json_read.h"
 
 #include <fmt/format.h>
+#include <cmath>
 #include <set>
 
 namespace kvsim {
@@ -14,7 +15,7 @@ plan_status status_of(const std::string & s, const std::string & where) {
     for (plan_status v : {plan_status::ok, plan_status::no_fit, plan_status::refused, plan_status::not_run}) {
         if (s == plan_status_name(v)) return v;
     }
-    throw std::runtime_error(fmt::format("{}: status '{}' is not ok, no_fit, refused or not_run", where, cut_text(s)));
+    throw std::runtime_error(fmt::format("{}status '{}' is not ok, no_fit, refused or not_run", where, cut_text(s)));
 }
 
 plan_config config_of(const nlohmann::json & j, const std::string & w) {
@@ -50,6 +51,13 @@ plan_metrics metrics_of(const nlohmann::json & j, const std::string & w) {
     m.max_rate_scale = json_get<double>(j, "max_rate_scale", w);
     m.max_rate_rps = json_get<double>(j, "max_rate_rps", w);
     m.rate_capped = json_get<bool>(j, "rate_capped", w);
+    for (double v : {m.goodput_rps, m.ttft_p50, m.ttft_p99, m.tpot_p50, m.tpot_p99, m.gen_tokens_per_s, m.sim_seconds,
+                     m.max_rate_scale, m.max_rate_rps}) {
+        if (!(std::isfinite(v) && v >= 0)) throw std::runtime_error(fmt::format("{}: a time or rate that is negative or not finite", w.substr(0, w.size() - 1)));
+    }
+    if (m.done + m.truncated + m.failed + m.pending != m.requests || m.slo_met > m.done) {
+        throw std::runtime_error(fmt::format("{}: outcomes that do not add up to requests", w.substr(0, w.size() - 1)));
+    }
     return m;
 }
 
@@ -57,12 +65,12 @@ plan_point point_of(const nlohmann::json & j, const std::string & w) {
     plan_point p;
     p.index = json_int<size_t>(j, "index", w);
     p.status = status_of(json_get<std::string>(j, "status", w), w);
-    p.config = config_of(json_field(j, "config", w), w + ".config");
+    p.config = config_of(json_field(j, "config", w), w + "config.");
     const auto & m = json_field(j, "memory", w);
-    p.memory.model = json_int<size_t>(m, "model_bytes", w + ".memory");
-    p.memory.context = json_int<size_t>(m, "context_bytes", w + ".memory");
-    p.memory.compute = json_int<size_t>(m, "compute_bytes", w + ".memory");
-    if (p.status == plan_status::ok) p.metrics = metrics_of(json_field(j, "metrics", w), w + ".metrics");
+    p.memory.model = json_int<size_t>(m, "model_bytes", w + "memory.");
+    p.memory.context = json_int<size_t>(m, "context_bytes", w + "memory.");
+    p.memory.compute = json_int<size_t>(m, "compute_bytes", w + "memory.");
+    if (p.status == plan_status::ok) p.metrics = metrics_of(json_field(j, "metrics", w), w + "metrics.");
     p.reason = json_get_or<std::string>(j, "reason", w, "");
     return p;
 }
@@ -73,14 +81,14 @@ plan_header header_of(const nlohmann::json & j, const std::string & w) {
     h.model = json_get<std::string>(j, "model", w);
     h.weights = json_get<std::string>(j, "weights", w);
     const auto & d = json_field(j, "device", w);
-    h.device = json_get<std::string>(d, "name", w + ".device");
-    h.device_source = json_get<std::string>(d, "source", w + ".device");
+    h.device = json_get<std::string>(d, "name", w + "device.");
+    h.device_source = json_get<std::string>(d, "source", w + "device.");
     h.memory_bytes = json_int<int64_t>(j, "memory_bytes", w);
     h.margin_bytes = json_int<int64_t>(j, "margin_bytes", w);
     const auto & s = json_field(j, "slo", w);
-    h.slo = {json_get<double>(s, "ttft_s", w + ".slo"), json_get<double>(s, "tpot_s", w + ".slo")};
+    h.slo = {json_get<double>(s, "ttft_s", w + "slo."), json_get<double>(s, "tpot_s", w + "slo.")};
     h.n_points = json_int<size_t>(j, "n_points", w);
-    h.shard = parse_shard(w + ".shard", json_get<std::string>(j, "shard", w));
+    h.shard = parse_shard(w + "shard", json_get<std::string>(j, "shard", w));
     h.options = json_field(j, "options", w);
     return h;
 }
@@ -90,15 +98,13 @@ plan_result read_part(const nlohmann::json & j, const std::string & name) {
     try {
         if (!j.is_object() || j.value("kind", "") != "plan") throw std::runtime_error("not a kvsim plan.json (kind is not \"plan\")");
         plan_result r;
-        r.header = header_of(j, "plan.json");
-        r.interrupted = json_get<bool>(j, "interrupted", "plan.json");
-        const auto & pts = json_field(j, "points", "plan.json");
+        r.header = header_of(j, "");
+        r.interrupted = json_get<bool>(j, "interrupted", "");
+        const auto & pts = json_field(j, "points", "");
         if (!pts.is_array()) throw std::runtime_error("points is not an array");
-        for (size_t i = 0; i < pts.size(); ++i) r.points.push_back(point_of(pts[i], fmt::format("points[{}]", i)));
+        for (size_t i = 0; i < pts.size(); ++i) r.points.push_back(point_of(pts[i], fmt::format("points[{}].", i)));
         return r;
-    } catch (const input_error &) {
-        throw;
-    } catch (const std::exception & e) {
+    } catch (const std::exception & e) {   // a field's error (input_error too: a bad shard) named in this file
         throw input_error(name, 0, "", e.what());
     }
 }
@@ -116,8 +122,19 @@ plan_result merge_plan_shards(const std::vector<nlohmann::json> & parts, const s
     plan_result out;
     std::set<int> shards;
     std::set<size_t> seen;
+    std::vector<plan_config> grid;   // the grid's points, from the first file's options (every file's are equal)
     for (size_t f = 0; f < parts.size(); ++f) {
         plan_result r = read_part(parts[f], names[f]);
+        if (f == 0) {
+            try {
+                plan_options o;
+                o.grid = plan_grid_from_json(json_field(r.header.options, "grid", "options."));
+                if (o.n_points() != r.header.n_points) throw std::runtime_error("n_points is not the size of options.grid");
+                grid = o.points();
+            } catch (const std::exception & e) {
+                throw input_error(names[f], 0, "", e.what());
+            }
+        }
         const shard_spec & s = r.header.shard;
         if (f == 0) out.header = r.header;
         if (shared_part(parts[f]) != shared_part(parts[0])) {
@@ -130,6 +147,9 @@ plan_result merge_plan_shards(const std::vector<nlohmann::json> & parts, const s
         for (plan_point & p : r.points) {
             if (p.index >= out.header.n_points || !s.takes(p.index) || !seen.insert(p.index).second) {
                 throw input_error(names[f], 0, std::to_string(p.index), "a point outside this shard or the grid, or held twice");
+            }
+            if (!(p.config == grid[p.index])) {
+                throw input_error(names[f], 0, std::to_string(p.index), "a point whose settings are not the grid's at its index");
             }
             out.points.push_back(std::move(p));
         }

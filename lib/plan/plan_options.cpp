@@ -4,6 +4,7 @@
 #include "time/device_profile.h"
 #include "time/weight_types.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <stdexcept>
@@ -15,8 +16,28 @@ namespace {
 template <class T>
 void check_values(const std::vector<T> & v, const char * field, bool zero_allowed) {
     if (v.empty()) throw option_error({field}, fmt::format("{}: the grid needs at least one value", field));
-    for (const T & x : v) {
-        if (!zero_allowed && x == T{}) throw option_error({field}, fmt::format("{} must be >= 1, got 0", field));
+    for (size_t i = 0; i < v.size(); ++i) {
+        if (!zero_allowed && v[i] == T{}) throw option_error({field}, fmt::format("{} must be >= 1, got 0", field));
+        // a value twice would replay and rank the same configurations twice
+        if (std::find(v.begin(), v.begin() + (long) i, v[i]) != v.begin() + (long) i) {
+            throw option_error({field}, fmt::format("{} lists a value twice", field));
+        }
+    }
+}
+
+// Every point as its replay would check it, before any runs: a value no replay accepts (-np over 256,
+// -c over 2^30, -ub over -b, a quantized V without flash attention) is the user's to fix, not a
+// table of refused points. The error names the point's settings.
+void check_points(const plan_options & o) {
+    for (const plan_config & c : o.points()) {
+        const replay_options r = o.replay_of(c);
+        try {
+            r.validate();
+            (void) compute_context_sizes(r.model, r.ctx);
+        } catch (const option_error & e) {
+            throw option_error(e.fields(), fmt::format("grid point -np {} -c {} -ctk {} -ctv {} -ub {}: {}", c.n_parallel, c.n_ctx,
+                                                       ggml_type_name(c.type_k), ggml_type_name(c.type_v), c.n_ubatch, e.what()));
+        }
     }
 }
 
@@ -71,6 +92,7 @@ void plan_options::validate() const {
     }
     if (rate_steps < 1 || rate_steps > 20) throw option_error({"rate_steps"}, fmt::format("rate_steps must be in [1, 20], got {}", rate_steps));
     base.validate();
+    check_points(*this);
 }
 
 std::vector<plan_config> plan_options::points() const {
@@ -129,6 +151,36 @@ nlohmann::json base_json(const replay_options & b) {
 }
 }  // namespace
 
+plan_grid plan_grid_from_json(const nlohmann::json & g) {
+    const auto list = [&](const char * key) -> const nlohmann::json & {
+        if (!g.is_object() || !g.contains(key) || !g[key].is_array() || g[key].size() > 100000) {
+            throw std::runtime_error(fmt::format("options.grid.{} is missing or not a list", key));
+        }
+        return g[key];
+    };
+    const auto types = [&](const char * key) {
+        std::vector<ggml_type> v;
+        for (const auto & t : list(key)) {
+            if (!t.is_string()) throw std::runtime_error(fmt::format("options.grid.{} holds a value that is not a type name", key));
+            v.push_back(parse_ggml_type(t.get<std::string>()));
+        }
+        return v;
+    };
+    plan_grid r;
+    try {
+        r.n_parallel = list("n_parallel").get<std::vector<uint32_t>>();
+        r.n_ctx = list("n_ctx").get<std::vector<uint32_t>>();
+        r.kv_unified = list("kv_unified").get<std::vector<bool>>();
+        r.n_ubatch = list("n_ubatch").get<std::vector<uint32_t>>();
+        r.cache_ram_mib = list("cache_ram_mib").get<std::vector<int32_t>>();
+    } catch (const nlohmann::json::exception & e) {
+        throw std::runtime_error(std::string("options.grid: ") + e.what());
+    }
+    r.type_k = types("type_k");
+    r.type_v = types("type_v");
+    return r;
+}
+
 plan_header plan_header_of(const plan_options & o) {
     plan_header h;
     h.trace = o.base.trace;
@@ -150,13 +202,17 @@ int64_t parse_memory_bytes(const std::string & text) {
     const auto bad = [&](const char * why) {
         return std::invalid_argument(fmt::format("memory size '{}': {} (e.g. 24GiB, 24576MiB or a number of bytes)", text, why));
     };
+    // digits and one point only: stod also takes hex ("0x10"), "inf" and "nan"
+    const size_t digits = text.find_first_not_of("0123456789.");
+    if (digits == 0 || text.empty()) throw bad("not a number");
     size_t used = 0;
     double v = 0;
     try {
-        v = std::stod(text, &used);
+        v = std::stod(text.substr(0, digits), &used);
     } catch (const std::exception &) {
         throw bad("not a number");
     }
+    if (used != std::min(digits, text.size())) throw bad("not a number");
     std::string unit = text.substr(used);
     for (auto & ch : unit) ch = (char) std::tolower((unsigned char) ch);
     if (unit.size() == 3 && unit.substr(1) == "ib") unit.resize(1);
@@ -166,6 +222,7 @@ int64_t parse_memory_bytes(const std::string & text) {
     else if (unit == "g") shift = 30;
     else if (unit == "t") shift = 40;
     else if (!unit.empty() && unit != "b") throw bad("unknown unit");
+    if (shift == 0 && v != std::floor(v)) throw bad("a number of bytes must be whole");
     const double bytes = std::ldexp(v, shift);
     if (!(std::isfinite(bytes) && bytes >= 1)) throw bad("must be at least one byte");
     if (bytes >= 9.2e18) throw bad("too large");

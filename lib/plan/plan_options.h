@@ -25,6 +25,10 @@ struct plan_config {
     bool kv_unified = true;        // -kvu
     uint32_t n_ubatch = 512;       // -ub
     int32_t cache_ram_mib = 8192;  // --cache-ram (-1 = no limit, 0 = off)
+    bool operator==(const plan_config & o) const {
+        return n_parallel == o.n_parallel && n_ctx == o.n_ctx && type_k == o.type_k && type_v == o.type_v &&
+               kv_unified == o.kv_unified && n_ubatch == o.n_ubatch && cache_ram_mib == o.cache_ram_mib;
+    }
 };
 
 // The values searched per setting; every combination is a point. type_v empty: each point's V type
@@ -84,6 +88,8 @@ struct plan_header {
     nlohmann::json options;
 };
 plan_header plan_header_of(const plan_options & o);
+// plan_header::options["grid"] read back (plan merge); throws std::runtime_error naming the field.
+plan_grid plan_grid_from_json(const nlohmann::json & g);
 
 // A memory size as people write it: bytes ("25769803776"), or a number with a binary unit
 // ("24GiB", "24G", "24576MiB", "24576M", "1.5T"; K/M/G/T with or without "iB", case-insensitive).

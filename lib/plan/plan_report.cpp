@@ -92,7 +92,13 @@ void print_plan_table(std::ostream & out, const plan_result & r, size_t max_rows
         if (o.first++ == 0) o.second = plan_config_flags(p.config) + (p.reason.empty() ? "" : ": " + p.reason);
     }
     for (const auto & [s, o] : others) out << fmt::format("  {} {}, e.g. {}\n", o.first, plan_status_name(s), o.second);
-    if (ok.empty()) out << "  nothing fits: no point could be replayed within the memory (see the reasons above)\n";
+    if (r.points.empty()) {
+        out << fmt::format("  this shard ({}) holds none of the grid's {} points\n", shard_text(h.shard), h.n_points);
+    } else if (ok.empty()) {
+        const bool all_no_fit = others.size() == 1 && others.count(plan_status::no_fit);
+        out << (all_no_fit ? "  nothing fits: no point leaves the margin free within the memory\n"
+                           : "  no point could be replayed (the reasons above)\n");
+    }
     if (r.interrupted) out << "  INTERRUPTED: points not run are listed as not_run\n";
     out << fmt::format("  wall time {:.1f} s\n", r.wall_seconds);
 }

@@ -13,6 +13,7 @@ namespace kvsim {
 namespace {
 // The model shape after overrides, and the context options that depend on it.
 constexpr uint32_t k_max_layers = 512;   // LLAMA_MAX_LAYERS
+constexpr uint64_t k_max_row_width = uint64_t(1) << 24;   // 16M: 400x the widest released model's n_head x head_dim
 
 void check_model(const model_shape & m, const context_params & ctx) {
     if (ctx.swa_full && !m.has_swa()) {
@@ -29,6 +30,14 @@ void check_model(const model_shape & m, const context_params & ctx) {
     // loop over layers that looked like a hang
     if (m.n_layer > k_max_layers) {
         throw option_error({"n_layer"}, fmt::format("n_layer {} exceeds llama.cpp's LLAMA_MAX_LAYERS {}", m.n_layer, k_max_layers));
+    }
+    // K/V row widths (head_dim x n_head_kv) and the query width are uint32 products in llama.cpp and
+    // here: 65536 x 65536 wrapped to 0 and gave a smaller memory for a larger model
+    for (const auto & [heads, name] : {std::pair{m.n_head, "n_head"}, std::pair{m.n_head_kv, "n_head_kv"}}) {
+        if ((uint64_t) heads * m.head_dim > k_max_row_width) {
+            throw option_error({name, "head_dim"}, fmt::format("{} {} x head_dim {} = {} exceeds {} elements per row", name, heads,
+                                                               m.head_dim, (uint64_t) heads * m.head_dim, k_max_row_width));
+        }
     }
     if (m.n_head % m.n_head_kv != 0) {
         throw option_error({"n_head", "n_head_kv"}, fmt::format("n_head {} is not a multiple of n_head_kv {}", m.n_head, m.n_head_kv));
@@ -65,6 +74,9 @@ void check_device(const device_profile & d) {
 
 void replay_options::validate() const {
     check_model(model, ctx);
+    if (!(std::isfinite(rate_scale) && rate_scale > 0)) {
+        throw option_error({"rate_scale"}, fmt::format("rate_scale must be a finite number > 0, got {}", rate_scale));
+    }
     server.validate();
     check_device(device);
     check_kernels(kernels, model);

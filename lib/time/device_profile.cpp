@@ -61,7 +61,53 @@ double number(const nlohmann::json & j, const char * key, const std::string & wh
     }
     return d;
 }
+// The "calibration" object's model and weights ("q4_K_M + f16"), when present; other fields are notes.
+void read_calibration(const nlohmann::json & j, const std::string & where, device_profile & d) {
+    if (!j.contains("calibration")) return;
+    const auto & c = j["calibration"];
+    if (!c.is_object()) throw input_error(where, 0, json_text(c), "field calibration must be an object");
+    for (const char * k : {"model", "weights"}) {
+        if (c.contains(k) && !c[k].is_string()) throw input_error(where, 0, json_text(c[k]), fmt::format("field calibration.{} must be a string", k));
+    }
+    d.calibrated_model = c.value("model", "");
+    const std::string w = c.value("weights", "");
+    for (size_t at = 0; at < w.size();) {
+        const size_t plus = w.find(" + ", at);
+        d.calibrated_weights.push_back(w.substr(at, plus == std::string::npos ? std::string::npos : plus - at));
+        at = plus == std::string::npos ? w.size() : plus + 3;
+    }
+}
+
+// Same weight shapes: the dimensions the step time reads (a preset renamed for a longer context,
+// llama-3-8b and llama-3.1-8b, is the same model to the time model).
+bool same_shape(const model_shape & a, const model_shape & b) {
+    return a.n_layer == b.n_layer && a.n_head == b.n_head && a.n_head_kv == b.n_head_kv && a.head_dim == b.head_dim &&
+           a.n_embd == b.n_embd && a.n_ff == b.n_ff && a.n_vocab == b.n_vocab;
+}
 }  // namespace
+
+std::vector<std::string> profile_warnings(const device_profile & d, const model_shape & m, const std::string & weights,
+                                          bool flash_attn) {
+    std::vector<std::string> w;
+    if (!d.calibrated_model.empty()) {
+        bool same = d.calibrated_model == m.name;
+        try {
+            same = same || same_shape(model_preset(d.calibrated_model), m);
+        } catch (const std::invalid_argument &) {   // a calibration on a preset this build does not know
+        }
+        if (!same) {
+            w.push_back(fmt::format("profile {} was calibrated on {}, not {}: its fitted efficiencies are another model's",
+                                    d.name, d.calibrated_model, m.name));
+        }
+    }
+    if (!d.calibrated_weights.empty() &&
+        std::find(d.calibrated_weights.begin(), d.calibrated_weights.end(), weights) == d.calibrated_weights.end()) {
+        w.push_back(fmt::format("profile {} was calibrated on {} weights, not {}: the GEMMs on other weight types differ",
+                                d.name, fmt::join(d.calibrated_weights, " + "), weights));
+    }
+    if (!flash_attn) w.push_back("-fa off is not modelled: the simulated times are those of flash attention");
+    return w;
+}
 
 double device_profile::gemm_fraction_at(double tokens) const {
     const auto & g = gemm_fraction;
@@ -133,6 +179,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     for (const char * req : {"bandwidth_gbs", "peak_tflops"}) {
         if (!j.contains(req)) throw input_error(where, 0, req, "device profile lacks a required field");
     }
+    read_calibration(j, where, d);
     d.bandwidth_gbs = number(j, "bandwidth_gbs", where, 0, {k_min_bandwidth_gbs, k_max_bandwidth_gbs, false});
     d.peak_tflops = number(j, "peak_tflops", where, 0, {k_min_peak_tflops, k_max_peak_tflops, false});
     d.threads = (int) number(j, "threads", where, 0, {0, 65536, false}, true);

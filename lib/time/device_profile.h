@@ -4,6 +4,8 @@
 // `kvsim calibrate` writes fitted ones. Format and units: docs/time-model.md.
 #pragma once
 
+#include "model/model.h"
+
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -35,12 +37,22 @@ struct device_profile {
     std::string attention_cells = "n_kv";
     double attn_s_per_kv_byte = 0;
     double attn_s_per_flop = 0;
+    // What a fitted profile was calibrated on (its "calibration" object, written by kvsim calibrate):
+    // the model preset and the weight types; empty for a datasheet or host profile.
+    std::string calibrated_model;
+    std::vector<std::string> calibrated_weights;
 
     bool attention_linear() const { return attention == "linear"; }
     double gemm_fraction_at(double tokens) const;
 };
 
 // A shipped profile by name (h200 h100 a100 cpu). Throws std::invalid_argument listing them.
+// Why this profile's simulated times may not hold for a replay, one sentence each: a calibration on
+// another model shape or on other weight types, and -fa off (not modelled: the times are flash
+// attention's). Empty when none applies.
+std::vector<std::string> profile_warnings(const device_profile & d, const model_shape & m, const std::string & weights,
+                                          bool flash_attn);
+
 device_profile device_preset(const std::string & name);
 std::vector<std::string> device_preset_names();
 // The embedded JSON text of a shipped profile (the same text docs/time-model.md shows).

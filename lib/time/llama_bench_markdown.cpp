@@ -113,7 +113,7 @@ bool looks_like_llama_bench_markdown(const std::string & text) {
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);) {
         const std::string t = trim(line);
-        if (!t.empty() && t.front() == '|' && t.find("t/s") != std::string::npos) return true;
+        if (!t.empty() && t.front() == '|') return true;
     }
     return false;
 }
@@ -132,7 +132,9 @@ nlohmann::json llama_bench_markdown_to_json(const std::string & text, const std:
         const std::vector<std::string> c = cells_of(line);
         if (is_separator(c)) continue;
         if (col.empty()) {
-            for (size_t i = 0; i < c.size(); ++i) col[c[i]] = i;
+            for (size_t i = 0; i < c.size(); ++i) {
+                if (!col.emplace(c[i], i).second) rd.fail(trim(line), fmt::format("column '{}' appears twice in the header", cut_text(c[i], 40)));
+            }
             for (const char * need : {"model", "test", "t/s"}) {
                 if (!col.count(need)) rd.fail(trim(line), fmt::format("a llama-bench table header needs a '{}' column", need));
             }

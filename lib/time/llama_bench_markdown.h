@@ -10,8 +10,8 @@
 
 namespace kvsim {
 
-// True when `text` holds a line that starts with '|' and names a t/s column (a llama-bench table;
-// text around the tables, such as a post's prose or its "build:" line, is allowed).
+// True when `text` holds a line that starts with '|' (a llama-bench table; text around the tables,
+// such as a post's prose or its "build:" line, is allowed). JSON never has such a line.
 bool looks_like_llama_bench_markdown(const std::string & text);
 
 // Every result row of every table in `text` (several tables and their "build:" lines may follow
@@ -21,8 +21,8 @@ bool looks_like_llama_bench_markdown(const std::string & text);
 // (from "t/s" "A ± S": tokens / A seconds, stddev in proportion), and the optional columns or
 // llama-bench's defaults when absent: n_batch 2048, n_ubatch 512, type_k / type_v f16, fa auto (-1),
 // threads 0 (not shown for GPU backends). Throws input_error(path, line, value, why) for a table
-// without model, test or t/s columns, a row whose cell count differs from its header, or a cell
-// that cannot be read.
+// without model, test or t/s columns or with a column named twice, a row whose cell count differs
+// from its header, or a cell that cannot be read.
 nlohmann::json llama_bench_markdown_to_json(const std::string & text, const std::string & path);
 
 }  // namespace kvsim
