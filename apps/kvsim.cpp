@@ -49,7 +49,7 @@ int main(int argc, char ** argv) {
     convert->add_option("--from", conv_from, "Source format (default: detected)")->check(CLI::IsMember({"auto", "azure", "mooncake", "burstgpt"}));
     convert->add_option("--block-tokens", block_tokens, "Tokens per generated Mooncake hash_id block")->check(CLI::Range(1, 2147483647));
 
-    CLI::App * calibrate = app.add_subcommand("calibrate", "Fit a device profile (--device FILE) to llama-bench -o json results");
+    CLI::App * calibrate = app.add_subcommand("calibrate", "Fit a device profile (--device FILE) to llama-bench results (-o json, -o jsonl or its markdown table)");
     calibrate_cli cc;
     cc.add_to(*calibrate);
 

@@ -180,3 +180,15 @@ TEST_CASE("server_sim: one step record per llama_decode call and per restore, ki
     CHECK(labels == std::vector<std::string>{"d0", "d1", "R1.0", "R1.1", "d2"});
     CHECK(kind_col == std::vector<std::string>{"decode", "decode", "restore", "restore", "decode"});
 }
+
+TEST_CASE("profile_warnings: another model shape, other weight types, -fa off") {
+    const device_profile d = device_preset("rtx-4090");   // calibrated on llama-3-8b, q4_K_M + f16
+    CHECK(profile_warnings(d, model_preset("llama-3.1-8b"), "q4_K_M", true).empty());   // same shape as llama-3-8b
+    CHECK(profile_warnings(d, model_preset("llama-3-8b"), "f16", true).empty());
+    CHECK(profile_warnings(d, model_preset("qwen2.5-0.5b"), "q4_K_M", true) ==
+          std::vector<std::string>{"profile rtx-4090 was calibrated on llama-3-8b, not qwen2.5-0.5b: its fitted efficiencies are another model's"});
+    CHECK(profile_warnings(d, model_preset("llama-3-8b"), "q4_0", true) ==
+          std::vector<std::string>{"profile rtx-4090 was calibrated on q4_K_M + f16 weights, not q4_0: the GEMMs on other weight types differ"});
+    CHECK(profile_warnings(device_preset("h100"), model_preset("llama-3-8b"), "q4_0", false) ==
+          std::vector<std::string>{"-fa off is not modelled: the simulated times are those of flash attention"});
+}

@@ -13,7 +13,7 @@
 namespace kvsim {
 
 void calibrate_cli::add_to(CLI::App & cmd) {
-    cmd.add_option("bench", files, "llama-bench results (llama-bench -o json ... > bench.json), one or more files")->required();
+    cmd.add_option("bench", files, "llama-bench results, one or more files: -o json or -o jsonl output, or the markdown table llama-bench prints by default (as published in issues and posts); several weight types of one model are fitted together")->required();
     cmd.add_option("--model", model_name, "Model preset the results were measured on: " +
                                               fmt::format("{}", fmt::join(model_preset_names(), ", ")))
         ->required();

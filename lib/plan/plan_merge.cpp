@@ -90,6 +90,11 @@ plan_header header_of(const nlohmann::json & j, const std::string & w) {
     h.n_points = json_int<size_t>(j, "n_points", w);
     h.shard = parse_shard(w + "shard", json_get<std::string>(j, "shard", w));
     h.options = json_field(j, "options", w);
+    try {
+        h.warnings = json_field(j, "warnings", w).get<std::vector<std::string>>();
+    } catch (const nlohmann::json::exception &) {
+        throw std::runtime_error("warnings is not a list of strings");
+    }
     return h;
 }
 

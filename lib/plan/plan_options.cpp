@@ -194,6 +194,7 @@ plan_header plan_header_of(const plan_options & o) {
     h.n_points = o.n_points();
     h.shard = o.shard;
     h.options = {{"grid", grid_json(o.grid)}, {"base", base_json(o.base)}};
+    h.warnings = profile_warnings(o.base.device, o.base.model, h.weights, o.base.ctx.flash_attn);
     if (o.find_rate) h.options["find_rate"] = {{"slo_attainment", o.slo_attainment}, {"rate_steps", o.rate_steps}};
     return h;
 }

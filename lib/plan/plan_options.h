@@ -86,6 +86,7 @@ struct plan_header {
     size_t n_points = 0;   // the whole grid's, every shard's together
     shard_spec shard;
     nlohmann::json options;
+    std::vector<std::string> warnings;   // profile_warnings: why the simulated times may not hold
 };
 plan_header plan_header_of(const plan_options & o);
 // plan_header::options["grid"] read back (plan merge); throws std::runtime_error naming the field.

@@ -70,6 +70,7 @@ void print_plan_table(std::ostream & out, const plan_result & r, size_t max_rows
                        h.trace, r.points.size(), h.shard.count > 1 ? " (shard " + shard_text(h.shard) + ")" : "", h.model, h.weights,
                        h.device, h.device_source, h.memory_bytes / k_gib, h.margin_bytes / k_gib);
     out << fmt::format("  objectives: {}; * = Pareto front (goodput, TTFT p99, device memory)\n", slo_text(h.slo));
+    for (const auto & w : h.warnings) out << "  WARNING: " << w << '\n';
     const auto ok = ok_points(r);
     const bool rates = h.options.contains("find_rate");
     out << fmt::format("  {:>4} {:1} {:<56} {:>7} {:>6} {:>5} {:>5} {:>9} {:>8} {:>8} {:>8} {:>8} {:>6}{}\n", "rank", "", "configuration",
@@ -152,6 +153,7 @@ nlohmann::json plan_json(const plan_result & r) {
             {"n_points", h.n_points},
             {"shard", shard_text(h.shard)},
             {"options", h.options},
+            {"warnings", h.warnings},
             {"interrupted", r.interrupted},
             {"points", pts}};
 }
@@ -216,6 +218,7 @@ void write_plan_html(std::ostream & out, const plan_result & r) {
                        xml_escape(h.trace), xml_escape(h.model), xml_escape(h.weights), xml_escape(h.device),
                        xml_escape(h.device_source), h.memory_bytes / k_gib, h.margin_bytes / k_gib, xml_escape(slo_text(h.slo)),
                        r.points.size(), ok.size());
+    for (const auto & w : h.warnings) out << "<p><b>Warning:</b> " << xml_escape(w) << "</p>\n";
     out << "<h2>Goodput against TTFT p99 (red: the Pareto front)</h2>\n";
     write_scatter(out, ok);
     out << "<h2>Ranked configurations</h2>\n<table><tr><th>rank</th><th>configuration</th><th>device GiB</th><th>done</th>"

@@ -208,6 +208,12 @@ public:
                         wall > 0 ? (double) (tt.prompt_tokens_decoded + tt.gen_tokens_decoded) / wall : 0}};
         if (tt.interrupted) rep.summary["interrupted"] = {{"at_step", tt.steps}, {"sim_seconds", tt.sim_seconds}};
         rep.rows = request_terminal_rows(opt_, ctx, totals, lat, occ);
+        // right under the simulated times: why they may not hold
+        const auto warnings = profile_warnings(tm.device, ctx.model(), tm.weights_name(), ctx.params().flash_attn);
+        if (!warnings.empty()) rep.summary["time_model_warnings"] = warnings;
+        const auto sim = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto & r) { return r.first == "simulated time"; });
+        size_t at = sim == rep.rows.end() ? rep.rows.size() : (size_t) (sim - rep.rows.begin()) + 1;
+        for (const auto & w : warnings) rep.rows.insert(rep.rows.begin() + (long) at++, {"WARNING", w});
         rep.rows.emplace_back("load", load_line(load));
         if (tt.interrupted) {
             rep.interrupted = fmt::format("stopped after step {} (simulated {:.2f} s); unfinished requests are 'pending'", tt.steps,
