@@ -279,6 +279,14 @@ TEST_CASE("plan shards: merged, they equal the whole plan; mismatched shards are
     CHECK_THROWS_WITH(merge_plan_shards({parts[0], moved, parts[2]}, {"a", "b", "c"}),
                       "b: a point outside this shard or the grid, or held twice (value '0')");
     CHECK_THROWS_AS(merge_plan_shards({nlohmann::json::array()}, {"a"}), input_error);
+    // the trace is compared by content: another path to the same bytes merges, edited bytes do not
+    nlohmann::json moved_trace = parts[1];
+    moved_trace["trace"] = "./elsewhere/azure_sample.csv";
+    CHECK(merge_plan_shards({parts[0], moved_trace, parts[2]}, {"a", "b", "c"}).points.size() == 6);
+    nlohmann::json edited = parts[1];
+    edited["options"]["trace"]["fnv1a"] = "0000000000000000";
+    CHECK_THROWS_WITH(merge_plan_shards({parts[0], edited, parts[2]}, {"a", "b", "c"}), "b: another plan than a: options.trace.fnv1a differs");
+    CHECK_THROWS_WITH(merge_plan_shards({parts[0], other, parts[2]}, {"a", "b", "c"}), "b: another plan than a: memory_bytes differs");
 }
 
 TEST_CASE("find_rate: the scale found meets the objectives, a tenth more does not") {

@@ -114,11 +114,25 @@ plan_result read_part(const nlohmann::json & j, const std::string & name) {
     }
 }
 
-// The header without its shard: what every shard of one plan shares.
+// The header without its shard: what every shard of one plan shares. The trace is compared by content
+// (options.trace), not by the path each shard was given.
 nlohmann::json shared_part(const nlohmann::json & j) {
     nlohmann::json c = j;
-    for (const char * k : {"shard", "points", "interrupted"}) c.erase(k);
+    for (const char * k : {"shard", "points", "interrupted", "trace"}) c.erase(k);
     return c;
+}
+
+// The first field where two headers differ, as a path ("options.base.device_profile.bandwidth_gbs").
+std::string first_difference(const nlohmann::json & a, const nlohmann::json & b, const std::string & at = "") {
+    if (!a.is_object() || !b.is_object()) return at.empty() ? "(the whole file)" : at.substr(0, at.size() - 1);   // no trailing '.' 
+    for (const auto & [k, v] : a.items()) {
+        if (!b.contains(k)) return at + k;
+        if (v != b[k]) return first_difference(v, b[k], at + k + ".");
+    }
+    for (const auto & [k, v] : b.items()) {
+        if (!a.contains(k)) return at + k;
+    }
+    return at;
 }
 }  // namespace
 
@@ -143,7 +157,8 @@ plan_result merge_plan_shards(const std::vector<nlohmann::json> & parts, const s
         const shard_spec & s = r.header.shard;
         if (f == 0) out.header = r.header;
         if (shared_part(parts[f]) != shared_part(parts[0])) {
-            throw input_error(names[f], 0, "", fmt::format("another plan than {} (options, grid, trace or device differ)", names[0]));
+            const std::string field = first_difference(shared_part(parts[0]), shared_part(parts[f]));
+            throw input_error(names[f], 0, "", fmt::format("another plan than {}: {} differs", names[0], cut_text(field, 120)));
         }
         if (s.count != out.header.shard.count) {
             throw input_error(names[f], 0, shard_text(s), fmt::format("shard count differs from {}'s {}", names[0], out.header.shard.count));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <fstream>
 #include <stdexcept>
 #include <fmt/format.h>
 
@@ -181,6 +182,21 @@ plan_grid plan_grid_from_json(const nlohmann::json & g) {
     return r;
 }
 
+namespace {
+// The trace's bytes and their FNV-1a hash: plan merge compares content, not the path a shard was
+// given (the same file by another path is one trace; an edited file is another).
+nlohmann::json trace_fingerprint(const std::string & path) {
+    std::ifstream in(path, std::ios::binary);
+    uint64_t h = 1469598103934665603ull, n = 0;
+    char buf[1 << 16];
+    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+        for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ (unsigned char) buf[i]) * 1099511628211ull;
+        n += (uint64_t) in.gcount();
+    }
+    return {{"bytes", n}, {"fnv1a", fmt::format("{:016x}", h)}};
+}
+}  // namespace
+
 plan_header plan_header_of(const plan_options & o) {
     plan_header h;
     h.trace = o.base.trace;
@@ -193,7 +209,7 @@ plan_header plan_header_of(const plan_options & o) {
     h.slo = o.slo;
     h.n_points = o.n_points();
     h.shard = o.shard;
-    h.options = {{"grid", grid_json(o.grid)}, {"base", base_json(o.base)}};
+    h.options = {{"grid", grid_json(o.grid)}, {"base", base_json(o.base)}, {"trace", trace_fingerprint(o.base.trace)}};
     h.warnings = profile_warnings(o.base.device, o.base.model, h.weights, o.base.ctx.flash_attn);
     if (o.find_rate) h.options["find_rate"] = {{"slo_attainment", o.slo_attainment}, {"rate_steps", o.rate_steps}};
     return h;
