@@ -64,7 +64,7 @@ clean:
 # under ASan.
 # The ODR check (cmake/odr_check.cmake): every layer compiled once more as LTO bytecode at -O0 and linked with
 # -Werror=odr, so two types of one name cannot come back. In the main build folder (the layers are built there
-# already), switched on for this check and off again: 2.5 minutes on the 2-core VM (measured 2026-12-02), run by CI
+# already), switched on for this check and off again: 2-4 minutes on the 2-core VM (measured 2026-12-02), run by CI
 # (.ci/run) rather than by make test.
 test-odr: build
 	cmake -S . -B $(BUILD) -DKVSIM_ODR_CHECK=ON >/dev/null
