@@ -97,6 +97,15 @@ int calibrate_cli::run(std::ostream & term) {
     term << fmt::format("kvsim calibrate: {} llama-bench results of {} ({} weights), base profile {} ({:.1f} GB/s, {:.2f} TFLOP/s)\n",
                         points.size(), m.name, r.weights_text(), base.name, base.bandwidth_gbs, base.peak_tflops);
     print_calibration(term, r);
+    const std::vector<double> loo = leave_one_out_errors(points, m, wt, base);
+    term << held_out_line(loo, points.size());
+    std::vector<double> abs_loo;
+    for (double e : loo) abs_loo.push_back(std::abs(e));
+    std::sort(abs_loo.begin(), abs_loo.end());
+    if (!abs_loo.empty()) {
+        j["calibration"]["held_out"] = {{"method", "leave-one-out"}, {"results", abs_loo.size()},
+                                        {"median_abs_error", abs_loo[abs_loo.size() / 2]}, {"max_abs_error", abs_loo.back()}};
+    }
     const auto & d = r.profile;
     std::string gemms;
     for (const auto & [tokens, f] : d.gemm_fraction) {

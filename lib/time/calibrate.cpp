@@ -440,6 +440,7 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
         for (const auto & u : pts[i]) t += fitted.seconds_of(u);
         r.points.push_back({points[i], t});
     }
+    r.in_sample = true;
     return r;
 }
 
@@ -457,10 +458,34 @@ calibration_result predict_bench(const std::vector<llama_bench_row> & points, co
     return r;
 }
 
+std::vector<double> leave_one_out_errors(const std::vector<llama_bench_row> & points, const model_shape & m,
+                                         const weight_file_type * weights, const device_profile & base) {
+    std::vector<double> errs;
+    for (size_t i = 0; i < points.size(); ++i) {
+        std::vector<llama_bench_row> rest = points;
+        rest.erase(rest.begin() + (long) i);
+        try {
+            const calibration_result fit = calibrate(rest, m, weights, base);
+            errs.push_back(predict_bench({points[i]}, m, weights, fit.profile).points[0].error());
+        } catch (const usage_error &) {   // the others alone cannot fit the terms: no held-out figure for this one
+        }
+    }
+    return errs;
+}
+
 std::string calibration_result::weights_text() const {
     std::string s;
     for (const weight_file_type * w : weights) s += (s.empty() ? "" : " + ") + std::string(w->name);
     return s;
+}
+
+std::string held_out_line(const std::vector<double> & errs, size_t n_results) {
+    std::vector<double> a;
+    for (double e : errs) a.push_back(std::abs(e));
+    if (a.empty()) return "held out (leave-one-out): none of the results can be left out and still fit the terms\n";
+    return fmt::format("held out (leave-one-out, each result predicted by a fit on the others): |error| median {:.1f}%, p90 {:.1f}%, "
+                       "max {:.1f}% over {} of {} results\n",
+                       percentile(a, 0.5) * 100, percentile(a, 0.9) * 100, percentile(a, 1.0) * 100, a.size(), n_results);
 }
 
 void print_calibration(std::ostream & out, const calibration_result & r) {
@@ -483,8 +508,9 @@ void print_calibration(std::ostream & out, const calibration_result & r) {
                            b.type_k + "/" + b.type_v, fa_name(b.flash_attn), b.avg_s * 1e3, p.predicted_s * 1e3, p.error() * 100);
         errs.push_back(std::abs(p.error()));
     }
-    out << fmt::format("{} results: |error| median {:.1f}%, p90 {:.1f}%, max {:.1f}%\n", errs.size(), percentile(errs, 0.5) * 100,
-                       percentile(errs, 0.9) * 100, percentile(errs, 1.0) * 100);
+    out << fmt::format("{} results: |error| median {:.1f}%, p90 {:.1f}%, max {:.1f}%{}\n", errs.size(), percentile(errs, 0.5) * 100,
+                       percentile(errs, 0.9) * 100, percentile(errs, 1.0) * 100,
+                       r.in_sample ? " (in-sample residuals of the fit: not its accuracy)" : "");
     for (const auto & n : r.notes) out << "note: " << n << '\n';
 }
 

@@ -64,6 +64,7 @@ struct calibration_result {
     std::vector<calibration_point> points;
     std::vector<std::string> notes;   // terms that could not be fitted and were fixed
     std::string weights_text() const;   // "q4_K_M" or "q4_K_M + f16"
+    bool in_sample = false;             // the points are the fit's own (calibrate), not held out (predict_bench)
 };
 
 // Fits weight_read_fraction, a gemm_fraction per ubatch size that has compute-bound ubatches,
@@ -84,6 +85,14 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
 // published llama-bench numbers). Same checks of the input as calibrate.
 calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                                  const device_profile & profile);
+
+// Held-out accuracy of a fit: each result predicted by the profile fitted on all the others (relative
+// errors, in the results' order). A result whose removal leaves the others unable to fit is skipped.
+std::vector<double> leave_one_out_errors(const std::vector<llama_bench_row> & points, const model_shape & m,
+                                         const weight_file_type * weights, const device_profile & base);
+
+// "held out (leave-one-out ...): |error| median ..., p90 ..., max ... over K of N results".
+std::string held_out_line(const std::vector<double> & errs, size_t n_results);
 
 // The residual table and summary (median / p90 / max absolute error).
 void print_calibration(std::ostream & out, const calibration_result & r);
