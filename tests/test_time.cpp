@@ -7,6 +7,7 @@
 #include "sched/server_sim.h"
 #include "time/sim_clock.h"
 #include "time/step_timer.h"
+#include "time/bench_coverage.h"
 
 #include <doctest/doctest.h>
 
@@ -191,4 +192,39 @@ TEST_CASE("profile_warnings: another model shape, other weight types, -fa off") 
           std::vector<std::string>{"profile rtx-4090 was calibrated on q4_K_M + f16 weights, not q4_0: the GEMMs on other weight types differ"});
     CHECK(profile_warnings(device_preset("h100"), model_preset("llama-3-8b"), "q4_0", false) ==
           std::vector<std::string>{"-fa off is not modelled: the simulated times are those of flash attention"});
+}
+
+TEST_CASE("bench_coverage: the llama-bench command for the calls a replay made, by hand") {
+    bench_coverage c;
+    const auto call = [&](uint64_t n_prompt, uint64_t n_gen, uint32_t n_kv, int rc = 0) {
+        step_record r;
+        r.rc = rc;
+        r.n_prompt = n_prompt;
+        r.n_gen = n_gen;
+        r.n_kv = n_kv;
+        c.on_step(r);
+    };
+    context_params p;
+    p.n_seq_max = 4;
+    p.n_batch = 2048;
+    p.n_ubatch = 512;
+    p.type_k = p.type_v = ggml_type::q8_0;
+    p.flash_attn = true;
+    CHECK(c.command(p).empty());
+    // 60 calls of 4 generated tokens, 37 of 2, 1 of 3, prompts of 100, 300, 2048 and a failed 5000: 101 successful
+    // calls, so the single 3-token call is 0.99 % (not listed)
+    for (int i = 0; i < 60; ++i) call(0, 4, 1000);
+    for (int i = 0; i < 37; ++i) call(0, 2, 3000);
+    call(0, 3, 3000);
+    call(100, 0, 256);
+    call(297, 3, 600);   // a prompt chunk with three slots' tokens: 300 tokens
+    call(5000, 0, 8000, 1);   // failed: not counted
+    call(2048, 0, 9000);
+    // tokens <= 4 at >= 1 % of 101: 2 and 4; prompt calls 100, 300, 2048: median 300, max 2048 (= n_batch);
+    // n_kv of the 101 successful calls sorted: 256, 600, 60 x 1000, 38 x 3000, 9000: median (index 50) 1000 -> 1024,
+    // p90 (index 90) 3000 -> 3072
+    CHECK(c.command(p) == "llama-bench -m MODEL.gguf -p 2,4,300,2048 -n 32 -d 0,1024,3072 -ub 512 -b 2048 -ctk q8_0 -ctv q8_0 "
+                          "-fa 1 -r 5 -o json > bench.json");
+    CHECK(c.coverage(p) == "101 decode calls: 97 % with 1-4 tokens (slots generating together), prompt calls median 300 / max 2048 "
+                           "tokens, n_kv median 1000 / p90 3000");
 }

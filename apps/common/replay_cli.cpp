@@ -157,6 +157,9 @@ void replay_cli::add_server(CLI::App & cmd) {
     request_only.push_back(cmd.add_option("--bandwidth-gbs", bandwidth_gbs, "Override the device memory bandwidth (GB/s)"));
     request_only.push_back(cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)"));
     request_only.push_back(cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)"));
+    request_only.push_back(cmd.add_flag("--suggest-bench", o.suggest_bench,
+                                        "Print the llama-bench command whose results cover the steps this replay ran (tokens per "
+                                        "call, prompt chunks, depths): what kvsim calibrate needs for this workload"));
     request_only.push_back(cmd.add_option("--rate-scale", o.rate_scale,
                                           "Replay the trace's arrivals X times as fast (2 = twice the request rate, 0.5 = "
                                           "half), keeping their order and shape; with --arrivals trace")

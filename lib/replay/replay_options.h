@@ -35,6 +35,7 @@ struct replay_options {
     std::string dump_cells;             // kvoracle-format JSON lines, "" = none
     std::string out_dir;                // reports (summary.json, occupancy.csv, report.html, ...), "" = none
     bool steps_csv = false;             // request traces: also steps.csv in out_dir (one row per llama_decode call)
+    bool suggest_bench = false;         // request traces: print the llama-bench command covering the replay's steps
     std::string trace_json;             // Chrome trace-event / Perfetto timeline, "" = none
     std::string emit_ops;               // request traces: write the generated op trace here
     server_params server;               // request traces: llama-server behaviour

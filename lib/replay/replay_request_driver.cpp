@@ -6,6 +6,7 @@
 #include "drive/op_runner.h"
 #include "report/requests_report.h"
 #include "report/steps.h"
+#include "time/bench_coverage.h"
 #include "time/device_profile.h"
 #include "sched/server_sim.h"
 #include "trace/op_trace.h"
@@ -176,6 +177,7 @@ public:
             obs.ops.add(steps_.get());
             sim_->timer().add_observer(steps_.get());
         }
+        if (opt_.suggest_bench) sim_->timer().add_observer(&coverage_);
         run_->add_op_observer(obs.op_observers());
         if (out.emit) run_->add_op_observer(&emit_);
         run_->set_observer(&obs.fan);
@@ -215,6 +217,12 @@ public:
         size_t at = sim == rep.rows.end() ? rep.rows.size() : (size_t) (sim - rep.rows.begin()) + 1;
         for (const auto & w : warnings) rep.rows.insert(rep.rows.begin() + (long) at++, {"WARNING", w});
         rep.rows.emplace_back("load", load_line(load));
+        if (opt_.suggest_bench && !coverage_.command(ctx.params()).empty()) {
+            rep.summary["suggested_llama_bench"] = {{"command", coverage_.command(ctx.params())},
+                                                    {"covers", coverage_.coverage(ctx.params())}};
+            rep.rows.emplace_back("calibrate with", coverage_.command(ctx.params()));
+            rep.rows.emplace_back("  (covers)", coverage_.coverage(ctx.params()));
+        }
         if (tt.interrupted) {
             rep.interrupted = fmt::format("stopped after step {} (simulated {:.2f} s); unfinished requests are 'pending'", tt.steps,
                                           tt.sim_seconds);
@@ -240,6 +248,7 @@ private:
     std::unique_ptr<op_runner> run_;    // the op door on the context
     std::unique_ptr<server_sim> sim_;   // the server; its clock is the replay's
     std::unique_ptr<steps_recorder> steps_;
+    bench_coverage coverage_;   // --suggest-bench
 };
 
 }  // namespace
