@@ -321,6 +321,16 @@ TEST_CASE("read_llama_bench: llama-bench's markdown table, as published") {
           (dir / "rate.md") + ":3: t/s is not 'A ± S' (value 'fast')");
     CHECK(error_of(write("nohead.md", "| model | size | t/s |\n|--|--|--|\n| m | 1 GiB | 1 ± 0 |\n")) ==
           (dir / "nohead.md") + ":1: a llama-bench table header needs a 'test' column (value '| model | size | t/s |')");
+    // a result's field errors name the table's line, not an entry number (hostile-input pass M5)
+    const std::string other = write("other.md", head + "| llama 1B Q4_0 | 1 GiB | 1.24 B | CPU | 2 | 512 | 1 | pp512 | 100 ± 1 |\n");
+    REQUIRE(read_llama_bench(other).size() == 1);
+    try {
+        calibrate(read_llama_bench(other), model_preset("llama-3-8b"), nullptr, device_preset("cpu"));
+        CHECK(false);
+    } catch (const input_error & e) {
+        CHECK(std::string(e.what()) == other + ":3: field model_n_params is not model llama-3-8b's (8030261248 parameters): a result "
+                                               "of another model (value '1240000000')");
+    }
     // a table without t/s is a table (not "not JSON"); a column named twice is refused, not collapsed
     CHECK(error_of(write("nots.md", "| model | test |\n|--|--|\n| m | pp512 |\n")) ==
           (dir / "nots.md") + ":1: a llama-bench table header needs a 't/s' column (value '| model | test |')");

@@ -24,21 +24,29 @@ namespace {
 using json = nlohmann::json;
 
 // The value is cut to 80 bytes: a hostile model_type of 30 MB was one 30 MB error line.
-[[noreturn]] void bad_field(const std::string & file, size_t index, const char * field, const std::string & value, const std::string & why) {
-    throw input_error(file, 0, cut_text(value), fmt::format("entry {}: field {} {}", index, field, why));
+// Where a result came from: its file and entry, and for a markdown table its line (named instead of the entry).
+struct entry_ref {
+    const std::string & file;
+    size_t index;
+    long line;
+};
+
+[[noreturn]] void bad_field(const entry_ref & e, const char * field, const std::string & value, const std::string & why) {
+    if (e.line > 0) throw input_error(e.file, e.line, cut_text(value), fmt::format("field {} {}", field, why));
+    throw input_error(e.file, 0, cut_text(value), fmt::format("entry {}: field {} {}", e.index, field, why));
 }
 
-const json & field(const json & o, const std::string & file, size_t index, const char * name) {
-    if (!o.contains(name)) bad_field(file, index, name, "", "is missing");
+const json & field(const json & o, const entry_ref & e, const char * name) {
+    if (!o.contains(name)) bad_field(e, name, "", "is missing");
     return o[name];
 }
 
 // A whole number in [min, max]; max keeps the casts to uint32_t / int exact (no wrap to 0).
-double int_field(const json & o, const std::string & file, size_t index, const char * name, double min, double max) {
-    const json & v = field(o, file, index, name);
-    if (!v.is_number_integer() && !v.is_number_unsigned()) bad_field(file, index, name, json_text(v), "must be a whole number");
+double int_field(const json & o, const entry_ref & e, const char * name, double min, double max) {
+    const json & v = field(o, e, name);
+    if (!v.is_number_integer() && !v.is_number_unsigned()) bad_field(e, name, json_text(v), "must be a whole number");
     const double d = v.get<double>();
-    if (d < min || d > max) bad_field(file, index, name, json_text(v), fmt::format("must be in [{:.0f}, {:.0f}]", min, max));
+    if (d < min || d > max) bad_field(e, name, json_text(v), fmt::format("must be in [{:.0f}, {:.0f}]", min, max));
     return d;
 }
 
@@ -48,9 +56,9 @@ double int_field(const json & o, const std::string & file, size_t index, const c
 constexpr double k_max_bench_tokens = 1 << 20;
 constexpr double k_u32 = 4294967295.0;
 
-std::string string_field(const json & o, const std::string & file, size_t index, const char * name) {
-    const json & v = field(o, file, index, name);
-    if (!v.is_string()) bad_field(file, index, name, json_text(v), "must be a string");
+std::string string_field(const json & o, const entry_ref & e, const char * name) {
+    const json & v = field(o, e, name);
+    if (!v.is_string()) bad_field(e, name, json_text(v), "must be a string");
     return v.get<std::string>();
 }
 
@@ -58,29 +66,31 @@ llama_bench_row parse_point(const json & o, const std::string & file, size_t ind
     if (!o.is_object()) throw input_error(file, 0, json_text(o).substr(0, 40), fmt::format("entry {} is not a JSON object", index));
     llama_bench_row p;
     p.file = file;
+    p.line = o.contains("_line") && o["_line"].is_number_integer() ? o["_line"].get<long>() : 0;
+    const entry_ref e{file, index, p.line};
     p.index = index;
-    p.model_type = string_field(o, file, index, "model_type");
-    p.model_size = int_field(o, file, index, "model_size", 1, 1e18);
-    p.model_n_params = int_field(o, file, index, "model_n_params", 1, 1e18);
-    p.n_batch = (uint32_t) int_field(o, file, index, "n_batch", 1, k_u32);
-    p.n_ubatch = (uint32_t) int_field(o, file, index, "n_ubatch", 1, k_u32);
-    p.n_threads = (int) int_field(o, file, index, "n_threads", 0, 65536);
-    p.type_k = string_field(o, file, index, "type_k");
-    p.type_v = string_field(o, file, index, "type_v");
-    const json & fa = field(o, file, index, "flash_attn");
+    p.model_type = string_field(o, e, "model_type");
+    p.model_size = int_field(o, e, "model_size", 1, 1e18);
+    p.model_n_params = int_field(o, e, "model_n_params", 1, 1e18);
+    p.n_batch = (uint32_t) int_field(o, e, "n_batch", 1, k_u32);
+    p.n_ubatch = (uint32_t) int_field(o, e, "n_ubatch", 1, k_u32);
+    p.n_threads = (int) int_field(o, e, "n_threads", 0, 65536);
+    p.type_k = string_field(o, e, "type_k");
+    p.type_v = string_field(o, e, "type_v");
+    const json & fa = field(o, e, "flash_attn");
     if (fa.is_boolean()) p.flash_attn = fa.get<bool>() ? 1 : 0;   // llama-bench before the auto mode wrote a bool
-    else p.flash_attn = (int) int_field(o, file, index, "flash_attn", -1, 1);   // llama_flash_attn_type: auto -1, off 0, on 1
-    p.n_prompt = (uint32_t) int_field(o, file, index, "n_prompt", 0, k_max_bench_tokens);
-    p.n_gen = (uint32_t) int_field(o, file, index, "n_gen", 0, k_max_bench_tokens);
-    p.n_depth = (uint32_t) int_field(o, file, index, "n_depth", 0, k_max_bench_tokens);
-    if (p.n_prompt + p.n_gen == 0) bad_field(file, index, "n_prompt", "0", "and n_gen are both 0: nothing was timed");
+    else p.flash_attn = (int) int_field(o, e, "flash_attn", -1, 1);   // llama_flash_attn_type: auto -1, off 0, on 1
+    p.n_prompt = (uint32_t) int_field(o, e, "n_prompt", 0, k_max_bench_tokens);
+    p.n_gen = (uint32_t) int_field(o, e, "n_gen", 0, k_max_bench_tokens);
+    p.n_depth = (uint32_t) int_field(o, e, "n_depth", 0, k_max_bench_tokens);
+    if (p.n_prompt + p.n_gen == 0) bad_field(e, "n_prompt", "0", "and n_gen are both 0: nothing was timed");
     if ((double) p.n_prompt + p.n_gen + p.n_depth > k_max_bench_tokens) {
-        bad_field(file, index, "n_depth", fmt::format("{}+{}+{}", p.n_depth, p.n_prompt, p.n_gen),
+        bad_field(e, "n_depth", fmt::format("{}+{}+{}", p.n_depth, p.n_prompt, p.n_gen),
                   fmt::format("+ n_prompt + n_gen exceed {:.0f} tokens, more than kvsim calibrate replays per result", k_max_bench_tokens));
     }
     // 1e15 ns = 11.6 days: beyond it avg_ns is not a benchmark time (and 2^64-1 is a wrapped counter)
-    p.avg_s = int_field(o, file, index, "avg_ns", 1, 1e15) * 1e-9;
-    p.stddev_s = int_field(o, file, index, "stddev_ns", 0, 1e15) * 1e-9;
+    p.avg_s = int_field(o, e, "avg_ns", 1, 1e15) * 1e-9;
+    p.stddev_s = int_field(o, e, "stddev_ns", 0, 1e15) * 1e-9;
     return p;
 }
 
@@ -96,7 +106,7 @@ context_params bench_context(const llama_bench_row & p) {
         cp.type_v = parse_ggml_type(p.type_v);
     } catch (const std::invalid_argument & e) {
         // not e.what(): it repeats the value unescaped (control bytes reached the terminal)
-        bad_field(p.file, p.index, "type_k", p.type_k + "/" + p.type_v, "names a cache type kvsim does not model (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl)");
+        bad_field({p.file, p.index, p.line}, "type_k", p.type_k + "/" + p.type_v, "names a cache type kvsim does not model (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl)");
     }
     cp.flash_attn = p.flash_attn != 0;
     return cp;
@@ -109,7 +119,7 @@ void decode_prompt(op_runner & run, uint32_t n, uint32_t n_batch, llama_pos & po
         const uint32_t k = std::min(n - done, n_batch);
         llama_batch_in b;
         for (uint32_t i = 0; i < k; ++i) b.add(pos++, {0});
-        if (run.decode(b, (long) p.index) != DECODE_OK) bad_field(p.file, p.index, "n_depth", std::to_string(p.n_depth), "does not fit the context");
+        if (run.decode(b, (long) p.index) != DECODE_OK) bad_field({p.file, p.index, p.line}, "n_depth", std::to_string(p.n_depth), "does not fit the context");
         done += k;
     }
 }
@@ -183,11 +193,11 @@ const weight_file_type & bench_weight_type(const llama_bench_row & p, const weig
         }
     }
     if (!found) {
-        bad_field(p.file, p.index, "model_type", p.model_type,
+        bad_field({p.file, p.index, p.line}, "model_type", p.model_type,
                   fmt::format("does not end in a weight type kvsim knows ({})", fmt::join(weight_file_type_names(), ", ")));
     }
     if (given && given != found) {
-        bad_field(p.file, p.index, "model_type", p.model_type,
+        bad_field({p.file, p.index, p.line}, "model_type", p.model_type,
                   fmt::format("says the weights are {}, not --weights {}", found->name, given->name));
     }
     return *found;
@@ -196,11 +206,11 @@ const weight_file_type & bench_weight_type(const llama_bench_row & p, const weig
 void check_bench_model(const llama_bench_row & p, const model_shape & m, const weight_file_type & ft) {
     const weight_bytes w = model_weight_bytes(m, ft);
     if (std::abs(p.model_n_params / w.n_params - 1) > 0.02) {
-        bad_field(p.file, p.index, "model_n_params", fmt::format("{:.0f}", p.model_n_params),
+        bad_field({p.file, p.index, p.line}, "model_n_params", fmt::format("{:.0f}", p.model_n_params),
                   fmt::format("is not model {}'s ({:.0f} parameters): a result of another model", m.name, w.n_params));
     }
     if (std::abs(p.model_size / w.file_bytes() - 1) > 0.03) {
-        bad_field(p.file, p.index, "model_size", fmt::format("{:.0f}", p.model_size),
+        bad_field({p.file, p.index, p.line}, "model_size", fmt::format("{:.0f}", p.model_size),
                   fmt::format("is not model {} in {} ({:.0f} bytes expected, llama-quantize's tensor types)", m.name, ft.name,
                               w.file_bytes()));
     }

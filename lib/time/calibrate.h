@@ -22,6 +22,7 @@ namespace kvsim {
 struct llama_bench_row {
     std::string file;
     size_t index = 0;             // 0-based position in the file's array
+    long line = 0;                // a markdown table's row: its line (errors name it); 0 for JSON
     std::string model_type;       // llama_model_desc: "<arch> <size> <ftype name>"
     double model_size = 0;        // bytes (llama_model_size)
     double model_n_params = 0;

@@ -92,7 +92,7 @@ struct reader {
     nlohmann::json row(const std::map<std::string, size_t> & col, const std::vector<std::string> & c) const {
         const auto at = [&](const char * name) -> const std::string * { return col.count(name) ? &c[col.at(name)] : nullptr; };
         const double gib = 1024.0 * 1024.0 * 1024.0;
-        nlohmann::json o = {{"model_type", *at("model")}, {"n_batch", 2048}, {"n_ubatch", 512}, {"n_threads", 0},
+        nlohmann::json o = {{"_line", line}, {"model_type", *at("model")}, {"n_batch", 2048}, {"n_ubatch", 512}, {"n_threads", 0},
                             {"type_k", "f16"}, {"type_v", "f16"}, {"flash_attn", -1}};
         if (const auto * s = at("size")) o["model_size"] = std::llround(scaled(*s, {{"GiB", gib}, {"MiB", gib / 1024}}, "size"));
         if (const auto * s = at("params")) o["model_n_params"] = std::llround(scaled(*s, {{"B", 1e9}, {"M", 1e6}}, "params"));
