@@ -15,21 +15,6 @@ namespace {
 
 constexpr size_t max_list = 4096;
 
-int64_t parse_positive(const std::string & option, const std::string & spec, std::string_view s,
-                       int64_t max_value = INT64_MAX) {
-    int64_t v = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc::result_out_of_range && end == s.data() + s.size()) {
-        throw input_error(option, 0, spec, fmt::format("'{}' is out of range (at most {})", s, max_value));
-    }
-    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
-        throw input_error(option, 0, spec, fmt::format("'{}' is not an integer", s));
-    }
-    if (v <= 0) throw input_error(option, 0, spec, fmt::format("'{}' must be positive", s));
-    if (v > max_value) throw input_error(option, 0, spec, fmt::format("'{}' is above the maximum {}", s, max_value));
-    return v;
-}
-
 // a * b, throwing std::overflow_error instead of wrapping.
 size_t mul_checked(size_t a, size_t b, const char * what) {
     size_t r = 0;

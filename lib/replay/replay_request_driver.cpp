@@ -217,11 +217,11 @@ public:
         size_t at = sim == rep.rows.end() ? rep.rows.size() : (size_t) (sim - rep.rows.begin()) + 1;
         for (const auto & w : warnings) rep.rows.insert(rep.rows.begin() + (long) at++, {"WARNING", w});
         rep.rows.emplace_back("load", load_line(load));
-        if (opt_.suggest_bench && !coverage_.command(ctx.params()).empty()) {
-            rep.summary["suggested_llama_bench"] = {{"command", coverage_.command(ctx.params())},
-                                                    {"covers", coverage_.coverage(ctx.params())}};
-            rep.rows.emplace_back("calibrate with", coverage_.command(ctx.params()));
-            rep.rows.emplace_back("  (covers)", coverage_.coverage(ctx.params()));
+        if (const std::string cmd = opt_.suggest_bench ? coverage_.command(ctx.params()) : ""; !cmd.empty()) {
+            const std::string covers = coverage_.coverage(ctx.params());
+            rep.summary["suggested_llama_bench"] = {{"command", cmd}, {"covers", covers}};
+            rep.rows.emplace_back("calibrate with", cmd);
+            rep.rows.emplace_back("  (covers)", covers);
         }
         if (tt.interrupted) {
             rep.interrupted = fmt::format("stopped after step {} (simulated {:.2f} s); unfinished requests are 'pending'", tt.steps,

@@ -8,14 +8,19 @@
 
 namespace kvsim {
 
-namespace {
-// An integer that fills `s`; false for anything else. Out of range is told apart (`huge`).
-bool whole_int(std::string_view s, int64_t & v, bool & huge) {
+int64_t parse_positive(const std::string & option, const std::string & spec, std::string_view s, int64_t max_value) {
+    int64_t v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    huge = ec == std::errc::result_out_of_range && end == s.data() + s.size();
-    return !s.empty() && (ec == std::errc() || huge) && end == s.data() + s.size();
+    if (ec == std::errc::result_out_of_range && end == s.data() + s.size()) {
+        throw input_error(option, 0, spec, fmt::format("'{}' is out of range (at most {})", s, max_value));
+    }
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
+        throw input_error(option, 0, spec, fmt::format("'{}' is not an integer", s));
+    }
+    if (v <= 0) throw input_error(option, 0, spec, fmt::format("'{}' must be positive", s));
+    if (v > max_value) throw input_error(option, 0, spec, fmt::format("'{}' is above the maximum {}", s, max_value));
+    return v;
 }
-}  // namespace
 
 shard_spec parse_shard(const std::string & option, const std::string & spec) {
     const size_t slash = spec.find('/');
@@ -23,14 +28,13 @@ shard_spec parse_shard(const std::string & option, const std::string & spec) {
         throw input_error(option, 0, spec, "expected i/n");
     }
     const std::string_view is = std::string_view(spec).substr(0, slash), ns = std::string_view(spec).substr(slash + 1);
-    int64_t i = 0, n = 0;
-    bool i_huge = false, n_huge = false;
-    if (!whole_int(is, i, i_huge)) throw input_error(option, 0, spec, "shard index is not an integer");
-    if (!whole_int(ns, n, n_huge)) throw input_error(option, 0, spec, fmt::format("'{}' is not an integer", ns));
-    if (n_huge) throw input_error(option, 0, spec, fmt::format("'{}' is out of range (at most {})", ns, max_shards));
-    if (n <= 0) throw input_error(option, 0, spec, fmt::format("'{}' must be positive", ns));
-    if (n > max_shards) throw input_error(option, 0, spec, fmt::format("'{}' is above the maximum {}", ns, max_shards));
-    if (i_huge || i < 0 || i >= n) throw input_error(option, 0, spec, fmt::format("shard index must be in [0, {})", n));
+    int64_t i = 0;
+    const auto [end, ec] = std::from_chars(is.data(), is.data() + is.size(), i);
+    if (is.empty() || end != is.data() + is.size() || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+        throw input_error(option, 0, spec, "shard index is not an integer");
+    }
+    const int64_t n = parse_positive(option, spec, ns, max_shards);
+    if (ec != std::errc() || i < 0 || i >= n) throw input_error(option, 0, spec, fmt::format("shard index must be in [0, {})", n));
     return {(int) i, (int) n};
 }
 

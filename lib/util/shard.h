@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace kvsim {
 
@@ -15,6 +16,11 @@ struct shard_spec {
     int count = 1;
     bool takes(size_t point) const { return (int64_t) (point % (size_t) count) == index; }
 };
+
+// A positive whole number filling `s` (a part of `spec`, the text as typed), at most max_value. Throws
+// input_error(option, 0, spec, why) naming the part: not an integer, out of range, <= 0, above max_value.
+// (kvsim's list and shard grammars: kvbench --ctx/--batch ranges, --shard i/n.)
+int64_t parse_positive(const std::string & option, const std::string & spec, std::string_view s, int64_t max_value = INT64_MAX);
 
 // Throws input_error(option, 0, spec, why) (spec as typed) when malformed, n outside [1, max_shards] or i
 // outside [0, n). `option` names where the text came from (a flag, a JSON field).
