@@ -11,6 +11,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvsim {
@@ -32,6 +33,21 @@ struct plan_metrics {
     double max_rate_scale = 0, max_rate_rps = 0;
     bool rate_capped = false;
 };
+
+// plan.json's metric keys, one table for the writer (plan_report.cpp) and the reader (plan merge);
+// rate_capped, the one flag, is written and read beside them.
+inline constexpr std::pair<const char *, uint64_t plan_metrics::*> k_plan_metric_counts[] = {
+    {"requests", &plan_metrics::requests},         {"done", &plan_metrics::done},
+    {"truncated", &plan_metrics::truncated},       {"failed", &plan_metrics::failed},
+    {"pending", &plan_metrics::pending},           {"slo_met", &plan_metrics::slo_met},
+    {"idle_slot_purges", &plan_metrics::idle_slot_purges}, {"ram_restores", &plan_metrics::ram_restores},
+    {"prefix_tokens_reused", &plan_metrics::prefix_tokens_reused}};
+inline constexpr std::pair<const char *, double plan_metrics::*> k_plan_metric_reals[] = {
+    {"goodput_rps", &plan_metrics::goodput_rps},   {"ttft_p50_s", &plan_metrics::ttft_p50},
+    {"ttft_p99_s", &plan_metrics::ttft_p99},       {"tpot_p50_s", &plan_metrics::tpot_p50},
+    {"tpot_p99_s", &plan_metrics::tpot_p99},       {"gen_tokens_per_s", &plan_metrics::gen_tokens_per_s},
+    {"sim_seconds", &plan_metrics::sim_seconds},   {"max_rate_scale", &plan_metrics::max_rate_scale},
+    {"max_rate_rps", &plan_metrics::max_rate_rps}};
 
 enum class plan_status { ok, no_fit, refused, not_run };
 const char * plan_status_name(plan_status s);

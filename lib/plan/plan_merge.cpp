@@ -32,29 +32,14 @@ plan_config config_of(const nlohmann::json & j, const std::string & w) {
 
 plan_metrics metrics_of(const nlohmann::json & j, const std::string & w) {
     plan_metrics m;
-    m.requests = json_int<uint64_t>(j, "requests", w);
-    m.done = json_int<uint64_t>(j, "done", w);
-    m.truncated = json_int<uint64_t>(j, "truncated", w);
-    m.failed = json_int<uint64_t>(j, "failed", w);
-    m.pending = json_int<uint64_t>(j, "pending", w);
-    m.slo_met = json_int<uint64_t>(j, "slo_met", w);
-    m.goodput_rps = json_get<double>(j, "goodput_rps", w);
-    m.ttft_p50 = json_get<double>(j, "ttft_p50_s", w);
-    m.ttft_p99 = json_get<double>(j, "ttft_p99_s", w);
-    m.tpot_p50 = json_get<double>(j, "tpot_p50_s", w);
-    m.tpot_p99 = json_get<double>(j, "tpot_p99_s", w);
-    m.gen_tokens_per_s = json_get<double>(j, "gen_tokens_per_s", w);
-    m.sim_seconds = json_get<double>(j, "sim_seconds", w);
-    m.idle_slot_purges = json_int<uint64_t>(j, "idle_slot_purges", w);
-    m.ram_restores = json_int<uint64_t>(j, "ram_restores", w);
-    m.prefix_tokens_reused = json_int<uint64_t>(j, "prefix_tokens_reused", w);
-    m.max_rate_scale = json_get<double>(j, "max_rate_scale", w);
-    m.max_rate_rps = json_get<double>(j, "max_rate_rps", w);
-    m.rate_capped = json_get<bool>(j, "rate_capped", w);
-    for (double v : {m.goodput_rps, m.ttft_p50, m.ttft_p99, m.tpot_p50, m.tpot_p99, m.gen_tokens_per_s, m.sim_seconds,
-                     m.max_rate_scale, m.max_rate_rps}) {
-        if (!(std::isfinite(v) && v >= 0)) throw std::runtime_error(fmt::format("{}: a time or rate that is negative or not finite", w.substr(0, w.size() - 1)));
+    for (const auto & [key, member] : k_plan_metric_counts) m.*member = json_int<uint64_t>(j, key, w);
+    for (const auto & [key, member] : k_plan_metric_reals) {
+        m.*member = json_get<double>(j, key, w);
+        if (!(std::isfinite(m.*member) && m.*member >= 0)) {
+            throw std::runtime_error(fmt::format("{}: a time or rate that is negative or not finite", w.substr(0, w.size() - 1)));
+        }
     }
+    m.rate_capped = json_get<bool>(j, "rate_capped", w);
     if (m.done + m.truncated + m.failed + m.pending != m.requests || m.slo_met > m.done) {
         throw std::runtime_error(fmt::format("{}: outcomes that do not add up to requests", w.substr(0, w.size() - 1)));
     }

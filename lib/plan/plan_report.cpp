@@ -27,25 +27,10 @@ nlohmann::json config_json(const plan_config & c) {
 }
 
 nlohmann::json metrics_json(const plan_metrics & m) {
-    return {{"requests", m.requests},
-            {"done", m.done},
-            {"truncated", m.truncated},
-            {"failed", m.failed},
-            {"pending", m.pending},
-            {"slo_met", m.slo_met},
-            {"goodput_rps", m.goodput_rps},
-            {"ttft_p50_s", m.ttft_p50},
-            {"ttft_p99_s", m.ttft_p99},
-            {"tpot_p50_s", m.tpot_p50},
-            {"tpot_p99_s", m.tpot_p99},
-            {"gen_tokens_per_s", m.gen_tokens_per_s},
-            {"sim_seconds", m.sim_seconds},
-            {"idle_slot_purges", m.idle_slot_purges},
-            {"ram_restores", m.ram_restores},
-            {"prefix_tokens_reused", m.prefix_tokens_reused},
-            {"max_rate_scale", m.max_rate_scale},
-            {"max_rate_rps", m.max_rate_rps},
-            {"rate_capped", m.rate_capped}};
+    nlohmann::json j = {{"rate_capped", m.rate_capped}};
+    for (const auto & [key, member] : k_plan_metric_counts) j[key] = m.*member;
+    for (const auto & [key, member] : k_plan_metric_reals) j[key] = m.*member;
+    return j;
 }
 
 std::string ms(double s) { return fmt::format("{:.0f}", s * 1e3); }
