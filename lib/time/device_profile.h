@@ -39,8 +39,8 @@ struct device_profile {
     double attn_s_per_flop = 0;
     // What a fitted profile was calibrated on (its "calibration" object, written by kvsim calibrate):
     // the model preset and the weight types; empty for a datasheet or host profile.
-    std::string calibrated_model;
-    std::vector<std::string> calibrated_weights;
+    std::string calibrated_model{};
+    std::vector<std::string> calibrated_weights{};
 
     bool attention_linear() const { return attention == "linear"; }
     double gemm_fraction_at(double tokens) const;
