@@ -72,19 +72,27 @@ template <> inline void load64<ggml_type::q8_0>(const char * row, int64_t e, __m
 }
 
 // Horizontal sums of 16 vectors at once (a 4-level add tree instead of 16 reductions):
-// lane 4*a + b of the result is the sum of v[4*b + a].
-inline __m512 add_pairs(__m512 a, __m512 b, int level) {
-    switch (level) {
-        case 0: return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-        case 1: return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
-        default: return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
-    }
+// lane 4*a + b of the result is the sum of v[4*b + a]. The levels are template arguments and the loops fixed
+// counts, so the tree compiles to straight-line code in registers (with the level a run-time value, GCC 12 kept
+// it a loop that spilled the 16 sums to the stack on every 4x4 block).
+template <int level>
+__attribute__((always_inline)) inline __m512 add_pairs(__m512 a, __m512 b) {
+    if constexpr (level == 0) return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    if constexpr (level == 1) return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
 }
 
-inline __m512 reduce16(__m512 * v) {
-    for (int n = 16, level = 0; n > 1; n /= 2, ++level) {
-        for (int i = 0; i < n / 2; ++i) v[i] = add_pairs(v[2 * i], v[2 * i + 1], level);
-    }
+template <int level, int n>
+__attribute__((always_inline)) inline void add_level(__m512 * v) {
+#pragma GCC unroll 8
+    for (int i = 0; i < n / 2; ++i) v[i] = add_pairs<level>(v[2 * i], v[2 * i + 1]);
+}
+
+__attribute__((always_inline)) inline __m512 reduce16(__m512 * v) {
+    add_level<0, 16>(v);
+    add_level<1, 8>(v);
+    add_level<2, 4>(v);
+    add_level<3, 2>(v);
     return v[0];
 }
 
@@ -103,23 +111,32 @@ inline void store_scores(__m512 s, float * out, int64_t ld, int64_t n_valid, int
 }
 
 // 4 query rows x 4 cells: acc[c*4 + r] accumulates q[r] . K_c, so reduce16 puts row r's four scores in lanes 4r..4r+3.
+// Inlined, with the prefetch credit and the K row pointers in locals: through the caller's references they went to
+// memory and back on every step (measured: about 8 % of the 2-thread decode rate from memory).
 template <ggml_type T>
-__m512 qk_4x4(const float * const * q, const char * const * k, int64_t dk, prefetch_stream & pf) {
+__attribute__((always_inline)) inline __m512 qk_4x4(const float * const * q, const char * const * k, int64_t dk,
+                                                    prefetch_stream & pf_out) {
+    prefetch_stream pf = pf_out;
+    const char * const kp[4] = {k[0], k[1], k[2], k[3]};
     __m512 acc[16];
     for (auto & a : acc) a = _mm512_setzero_ps();
     const float * q0p = q[0], * q1p = q[1], * q2p = q[2], * q3p = q[3];
     for (int64_t e = 0; e < dk; e += 16) {
         pf.step();
-        const __m512 q0 = _mm512_loadu_ps(q0p + e), q1 = _mm512_loadu_ps(q1p + e);
-        const __m512 q2 = _mm512_loadu_ps(q2p + e), q3 = _mm512_loadu_ps(q3p + e);
+        __m512 q0 = _mm512_loadu_ps(q0p + e), q1 = _mm512_loadu_ps(q1p + e);
+        __m512 q2 = _mm512_loadu_ps(q2p + e), q3 = _mm512_loadu_ps(q3p + e);
+        // Q in registers: without this GCC 12 folds each Q load into its four FMAs (16 loads instead of 4 per
+        // step, more than the two vector loads a cycle the core has left next to the K loads)
+        __asm__("" : "+v"(q0), "+v"(q1), "+v"(q2), "+v"(q3));
         for (int c = 0; c < 4; ++c) {
-            const __m512 kv = load16<T>(k[c], e);
+            const __m512 kv = load16<T>(kp[c], e);
             acc[c * 4 + 0] = _mm512_fmadd_ps(q0, kv, acc[c * 4 + 0]);
             acc[c * 4 + 1] = _mm512_fmadd_ps(q1, kv, acc[c * 4 + 1]);
             acc[c * 4 + 2] = _mm512_fmadd_ps(q2, kv, acc[c * 4 + 2]);
             acc[c * 4 + 3] = _mm512_fmadd_ps(q3, kv, acc[c * 4 + 3]);
         }
     }
+    pf_out = pf;
     return reduce16(acc);
 }
 
