@@ -85,6 +85,8 @@ TEST_CASE("server_params::validate names the field and the value") {
         {[](server_params & p) { p.n_ctx_checkpoints = -1; }, "n_ctx_checkpoints must be >= 0, got -1", "n_ctx_checkpoints"},
         {[](server_params & p) { p.checkpoint_min_step = -8; }, "checkpoint_min_step must be >= 0, got -8", "checkpoint_min_step"},
         {[](server_params & p) { p.block_tokens = 0; }, "block_tokens must be >= 1, got 0", "block_tokens"},
+        {[](server_params & p) { p.kv_unified_per_slot = -1; }, "kv_unified_per_slot must be >= 0 (0 = unset), got -1",
+         "kv_unified_per_slot"},
     };
     for (const auto & c : cases) {
         CAPTURE(c.what);

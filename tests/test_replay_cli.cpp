@@ -319,6 +319,13 @@ TEST_CASE("options that would do nothing are refused with exit 2, only when give
         {req + " --keep 64", {"--keep only applies with --context-shift"}},
         {req + " --n-discard 8", {"--n-discard only applies with --context-shift"}},
         {ops + " --time-layers 0", {"--time-layers must be >= 1"}},  // was taken silently as 1
+        {ops + " -fit off --device-memory 24GiB", {"--fit, --device-memory apply to request traces only"}},
+        {ops + " --kv-unified-per-slot 128", {"--kv-unified-per-slot applies to request traces only"}},
+        {req + " -fitc 0", {"--fit-ctx must be > 0"}},
+        {req + " -fitt -1", {"--fit-target must be 0 to 2^40 MiB, got -1"}},
+        {req + " --device-memory 12Q", {"--device-memory: ", "12Q"}},
+        {req + " --fit maybe", {"--fit: maybe not in {on,off}"}},
+        {req + " --kv-unified-per-slot -5", {"--kv-unified-per-slot must be >= 0"}},
     };
     for (const auto & c : cases) {
         CAPTURE(c.args);

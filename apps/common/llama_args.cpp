@@ -10,7 +10,8 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
         {"-np", "--parallel"},         {"-ub", "--ubatch-size"},      {"-kvu", "--kv-unified"},
         {"-ctk", "--cache-type-k"},    {"-ctv", "--cache-type-v"},    {"-fa", "--flash-attn"},
         {"-no-kvu", "--no-kv-unified"}, {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
-        {"-sps", "--slot-prompt-similarity"}, {"-cms", "--checkpoint-min-step"},
+        {"-sps", "--slot-prompt-similarity"}, {"-cms", "--checkpoint-min-step"}, {"-fit", "--fit"},
+        {"-fitc", "--fit-ctx"},        {"-fitt", "--fit-target"},
     };
     std::vector<std::string> out;
     for (int i = 0; i < argc; ++i) {

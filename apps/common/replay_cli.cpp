@@ -1,5 +1,7 @@
 #include "common/replay_cli.h"
 
+#include "plan/plan_options.h"
+
 #include "common/llama_args.h"
 
 #include "replay/run_replay.h"
@@ -16,6 +18,7 @@
 
 #include <fmt/format.h>
 #include <new>
+#include <limits>
 #include <system_error>
 #include <algorithm>
 #include <filesystem>
@@ -70,6 +73,7 @@ void replay_cli::add_to(CLI::App & cmd) {
     add_workload(cmd);
     add_sizing(cmd);
     add_server(cmd);
+    add_fit(cmd);
     add_outputs(cmd);
 }
 
@@ -100,9 +104,11 @@ void replay_cli::add_workload(CLI::App & cmd) {
 void replay_cli::add_sizing(CLI::App & cmd) {
     auto & o = opt;
     o.ctx.n_ctx = 0;
-    cmd.add_option("-c,--ctx-size", o.ctx.n_ctx, "Context size in tokens (padded to 256 like llama.cpp; 0 = the model's training context). A request trace's slots "
-                   "get min(n_ctx_seq, the model's training context), as in llama-server")
-        ->capture_default_str();
+    opt_ctx = cmd.add_option("-c,--ctx-size", o.ctx.n_ctx,
+                             "Context size in tokens (padded to 256 like llama.cpp). Absent or 0 on a request trace: "
+                             "llama-server's size, the training context x the slots, absent also shrunk by --fit to the "
+                             "device's memory; 0 on an op trace: the training context. A request trace's slots get "
+                             "min(n_ctx_seq, the model's training context), as in llama-server");
     cmd.add_option("--parallel", n_parallel,
                    "Server slots / n_seq_max (llama.cpp -np; -1 = auto: 4 slots with a unified cache for a request trace, "
                    "as llama-server; 1 for an op trace)")
@@ -167,6 +173,26 @@ void replay_cli::add_server(CLI::App & cmd) {
     request_only.insert(request_only.end(), shift_only.begin(), shift_only.end());
 }
 
+void replay_cli::add_fit(CLI::App & cmd) {
+    auto & o = opt;
+    request_only.push_back(cmd.add_option("--fit", fit,
+                                          "llama-server's --fit: with -c absent, shrink the context until weights + K/V + compute "
+                                          "leave --fit-target free on the device (on, off)")
+                               ->check(CLI::IsMember({"on", "off"}))
+                               ->capture_default_str());
+    request_only.push_back(cmd.add_option("--fit-ctx", fit_ctx,
+                                          "Smallest context per slot --fit may choose (llama-server default 4096)"));
+    request_only.push_back(cmd.add_option("--fit-target", fit_target_mib,
+                                          "MiB --fit leaves free on the device (llama-server default 1024)"));
+    request_only.push_back(cmd.add_option("--device-memory", device_memory,
+                                          "The device's memory for --fit (e.g. 24GiB; default: the --device profile's, "
+                                          "unknown for cpu and host)"));
+    request_only.push_back(cmd.add_option("--kv-unified-per-slot", o.server.kv_unified_per_slot,
+                                          "Context cap per slot (llama-server --kv-unified-per-slot; 0 = unset); with -c "
+                                          "absent the KV pool is slots x N")
+                               ->capture_default_str());
+}
+
 void replay_cli::add_outputs(CLI::App & cmd) {
     auto & o = opt;
     cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)");
@@ -201,6 +227,30 @@ void replay_cli::add_outputs(CLI::App & cmd) {
     cmd.add_flag("-q,--quiet", o.quiet, "No terminal summary");
     cmd.add_flag("--no-progress", no_progress, "Never draw a progress bar");
     cmd.add_flag("--progress", force_progress, "Draw a progress bar even when stderr is not a terminal");
+}
+
+// --fit's fields. -c 0 sets the fit's smallest context to UINT32_MAX upstream (common/arg.cpp: "disable context
+// reduction ... if the user explicitly requests the full context size"); an explicit -fitc wins here whatever the order.
+void replay_cli::finish_fit(replay_options & o) const {
+    o.fit.enabled = fit == "on";
+    if (fit_ctx) {
+        o.fit.n_ctx_min = *fit_ctx;
+    } else if (opt_ctx && opt_ctx->count() > 0 && o.ctx.n_ctx == 0) {
+        o.fit.n_ctx_min = std::numeric_limits<uint32_t>::max();
+    }
+    if (fit_target_mib) {
+        if (*fit_target_mib < 0 || *fit_target_mib > (int64_t(1) << 40)) {
+            throw usage_error(fmt::format("--fit-target must be 0 to 2^40 MiB, got {}", *fit_target_mib));
+        }
+        o.fit.margin = *fit_target_mib << 20;
+    }
+    if (!device_memory.empty()) {
+        try {
+            o.device_memory = parse_memory_bytes(device_memory);
+        } catch (const std::invalid_argument & e) {
+            throw usage_error(std::string("--device-memory: ") + e.what());
+        }
+    }
 }
 
 replay_options replay_cli::finish() {
@@ -245,6 +295,7 @@ replay_options replay_cli::finish() {
     }
     if (no_progress) o.progress = false;
     if (force_progress) o.progress = true;
+    finish_fit(o);
     check_given_options(o);
     return o;
 }
@@ -325,7 +376,8 @@ const flag_names & replay_cli::flags_of_fields() {
         // device_profile, kernel_options
         {"bandwidth_gbs", "--bandwidth-gbs"}, {"peak_tflops", "--tflops"}, {"backend", "--backend"},
         {"verify", "--verify"}, {"measured_step_time", "--step-time measured"}, {"time_budget_s", "--time-budget"},
-        {"time_layers", "--time-layers"}, {"rate_scale", "--rate-scale"},
+        {"time_layers", "--time-layers"}, {"rate_scale", "--rate-scale"}, {"fit_ctx", "--fit-ctx"},
+        {"fit_target", "--fit-target"}, {"device_memory", "--device-memory"}, {"kv_unified_per_slot", "--kv-unified-per-slot"},
     };
     return flags;
 }

@@ -24,11 +24,16 @@ struct replay_cli {
     std::string arrivals = "trace", device = "h200", weights = "f16";
     std::optional<double> bandwidth_gbs, peak_tflops;
     std::string step_time = "roofline";
+    // llama-server's sizing of an unset -c (replay/server_sizing.h): --fit, -fitc, -fitt, --device-memory
+    std::string fit = "on", device_memory;
+    std::optional<uint32_t> fit_ctx;
+    std::optional<int64_t> fit_target_mib;
     // Options that only shape the simulated server (refused on an op trace when given), and the
     // context-shift knobs (refused without --context-shift when given).
     std::vector<CLI::Option *> request_only, shift_only;
     // Options refused when they would change nothing (check_given_options).
     CLI::Option *opt_kv_unified = nullptr, *opt_idle_slots = nullptr, *opt_checkpoints = nullptr, *opt_checkpoint_step = nullptr;
+    CLI::Option *opt_ctx = nullptr;   // -c: given as 0, it turns --fit's shrinking off (common/arg.cpp)
 
     void add_to(CLI::App & cmd);   // every section below, in this order
     // The trace, the model shape and the context settings a plan does not vary (-b, --swa-full, -fa).
@@ -37,12 +42,16 @@ struct replay_cli {
     void add_sizing(CLI::App & cmd);
     // The simulated llama-server, its device and weights, the trace's slice and rate.
     void add_server(CLI::App & cmd);
+    // llama-server's sizing of a context -c leaves unset (--fit, -fitc, -fitt, --kv-unified-per-slot, --device-memory).
+    void add_fit(CLI::App & cmd);
     // Output files, terminal, progress and the real kernels.
     void add_outputs(CLI::App & cmd);
     // Resolve the model preset and overrides, types and flags. Throws usage_error.
     replay_options finish();
     // finish()'s checks of options that were given but would do nothing. Throws usage_error.
     void check_given_options(replay_options & o) const;
+    // finish()'s --fit fields (-fit, -fitc, -fitt, -c 0, --device-memory). Throws usage_error.
+    void finish_fit(replay_options & o) const;
     // finish(), create the kernel hooks for --backend, run the replay; returns the exit status
     // (EXIT_OK, or EXIT_FAILURE_INTERNAL when --verify found a mismatch). The library's refusals of
     // options (option_error: replay_options::validate, check_host_memory, compute_context_sizes)

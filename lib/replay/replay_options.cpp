@@ -79,6 +79,9 @@ void replay_options::validate() const {
     }
     server.validate();
     check_device(device);
+    if (fit.n_ctx_min == 0) throw option_error({"fit_ctx"}, "fit_ctx must be > 0 (the smallest context per slot --fit may choose)");
+    if (fit.margin < 0) throw option_error({"fit_target"}, fmt::format("fit_target must be >= 0 MiB, got {} bytes", fit.margin));
+    if (device_memory < -1) throw option_error({"device_memory"}, fmt::format("device_memory must be >= 0 bytes, got {}", device_memory));
     check_kernels(kernels, model);
 }
 

@@ -5,6 +5,7 @@
 #include "replay/replay_driver.h"
 #include "replay/replay_observers.h"
 #include "replay/replay_outputs.h"
+#include "replay/server_sizing.h"
 #include "report/dump_cells.h"
 #include "report/occupancy.h"
 #include "time/weight_types.h"
@@ -67,7 +68,7 @@ json config_json(const replay_options & o, const context & ctx) {
             {"model", {{"name", m.name}, {"n_layer", m.n_layer}, {"n_head", m.n_head}, {"n_head_kv", m.n_head_kv},
                        {"head_dim", m.head_dim}, {"n_swa", m.n_swa}, {"swa_type", swa_type_name(m.swa)},
                        {"swa_pattern", m.swa_pattern}, {"n_layer_swa", m.n_layer_swa()}}},
-            {"context", {{"n_ctx", s.n_ctx}, {"n_ctx_seq", s.n_ctx_seq}, {"n_seq_max", ctx.params().n_seq_max},
+            {"context", {{"n_ctx", s.n_ctx}, {"n_ctx_origin", o.n_ctx_origin}, {"n_ctx_seq", s.n_ctx_seq}, {"n_seq_max", ctx.params().n_seq_max},
                          {"n_stream", s.n_stream}, {"n_batch", s.n_batch}, {"n_ubatch", s.n_ubatch},
                          {"kv_unified", ctx.params().kv_unified}, {"swa_full", ctx.params().swa_full},
                          {"type_k", ggml_type_name(ctx.params().type_k)}, {"type_v", ggml_type_name(ctx.params().type_v)},
@@ -156,20 +157,17 @@ bool is_op_trace(const replay_options & opt) {
     return looks_like_op_trace(read_first_line(opt.trace));
 }
 
-// llama-server's automatic sizes, in place: n_ctx 0 -> the model's n_ctx_train; with n_parallel_auto,
-// 4 slots and a unified cache for a request trace (server.cpp: n_parallel < 0), 1 sequence for an op trace.
+// The sizes a replay leaves unset, in place: a request trace as llama-server sizes them (server_sizing.h); an op
+// trace drives llama_context directly: n_ctx 0 -> the model's n_ctx_train, -np auto -> 1 sequence.
 void resolve_auto_sizes(replay_options & opt, bool op_trace) {
+    if (!op_trace) {
+        opt.n_ctx_origin = size_server_context(opt);
+        return;
+    }
     if (opt.ctx.n_ctx == 0) opt.ctx.n_ctx = opt.model.n_ctx_train;
-    if (!opt.n_parallel_auto) return;
-    opt.n_parallel_auto = false;
-    if (op_trace) {
+    if (opt.n_parallel_auto) {
+        opt.n_parallel_auto = false;
         opt.ctx.n_seq_max = 1;
-    } else {
-        if (opt.no_kv_unified_given) {
-            throw usage_error("-no-kvu: with -np auto llama-server always runs 4 slots in a unified cache; give -np N to choose");
-        }
-        opt.ctx.n_seq_max = 4;
-        opt.ctx.kv_unified = true;
     }
 }
 

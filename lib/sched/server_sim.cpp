@@ -58,7 +58,10 @@ server_sim::server_sim(op_runner & run, const server_params & p, const step_time
     : run_(run), p_(p), timer_(tm, clock_), work_(run.ctx()) {
     p_.validate();
     const context & ctx = run.ctx();
-    n_ctx_slot_ = (int32_t) std::min<uint32_t>(ctx.sizes().n_ctx_seq, ctx.model().n_ctx_train);
+    // server-context.cpp: n_ctx_slot(): the stream's cells, capped by --kv-unified-per-slot and the training context
+    uint32_t slot = ctx.sizes().n_ctx_seq;
+    if (p_.kv_unified_per_slot > 0) slot = std::min<uint32_t>(slot, (uint32_t) p_.kv_unified_per_slot);
+    n_ctx_slot_ = (int32_t) std::min<uint32_t>(slot, ctx.model().n_ctx_train);
     n_swa_ = ctx.model().has_swa() && !ctx.params().swa_full ? (int32_t) ctx.model().n_swa : 0;
     slots_.resize(ctx.params().n_seq_max);
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = (int) i;

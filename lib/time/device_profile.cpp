@@ -17,29 +17,32 @@ namespace kvsim {
 namespace {
 // The shipped profiles, embedded so an installed binary needs no data files. Vendor datasheet
 // peaks (not measured here): H200 SXM 4.8 TB/s HBM3e, H100 SXM 3.35 TB/s, A100 80GB SXM 2.039 TB/s;
-// dense BF16 tensor-core peaks 989 / 989 / 312 TFLOP/s. cpu: the 2-vCPU Zen 3 class machine of
+// dense BF16 tensor-core peaks 989 / 989 / 312 TFLOP/s. Memory: the total nvidia-smi reports for the
+// 141 GB, 80 GB and 80 GB cards (143771, 81559 and 81920 MiB). cpu: the 2-vCPU Zen 3 class machine of
 // this project, 67 GB/s and 0.4 TFLOP/s as kvsim has always used (measure yours: --device host or
-// kvsim calibrate). No efficiency terms: every fraction 1, no overheads.
+// kvsim calibrate), memory unknown. No efficiency terms: every fraction 1, no overheads.
 struct datasheet {
     const char * name;
     double bandwidth_gbs, peak_tflops;
+    uint64_t memory_mib;
 };
-const datasheet k_presets[] = {{"h200", 4800, 989}, {"h100", 3350, 989}, {"a100", 2039, 312}, {"cpu", 67, 0.4}};
+const datasheet k_presets[] = {
+    {"h200", 4800, 989, 143771}, {"h100", 3350, 989, 81559}, {"a100", 2039, 312, 81920}, {"cpu", 67, 0.4, 0}};
 
 // Profiles fitted by kvsim calibrate on published llama-bench results; the sources and the held-out
 // error are in each profile's description (printed with the profile).
 const std::pair<const char *, const char *> k_calibrated[] = {
-    {"rtx-4090", R"json({"attention": "linear", "attention_cells": "n_kv", "attn_s_per_flop": 5.2518717986869344e-14, "attn_s_per_kv_byte": 2.496725914086185e-12, "bandwidth_gbs": 1008.0, "calibration": {"base_device": "rtx-4090 datasheet (1008 GB/s, 165.2 TFLOP/s dense FP16 with FP32 accumulate)", "files": ["tests/data/llama-bench/rtx4090-llama3-8b-q4km.md", "tests/data/llama-bench/rtx4090-llama3-8b-f16.md"], "model": "llama-3-8b", "notes": [], "results": 16, "weights": "q4_K_M + f16"}, "gemm_fraction": [[512.0, 0.8673706352352084]], "layer_overhead_s": 0.0, "name": "rtx-4090", "peak_tflops": 165.2, "source": "calibrated from published llama-bench results (RTX 4090, llama.cpp build 2824, 2024-05-10)", "threads": 0, "ubatch_overhead_s": 0.002857099379780891, "weight_read_fraction": 0.9728773754620961, "description": "RTX 4090 24 GB fitted by kvsim calibrate on 16 published llama-bench results of Llama-3-8B Q4_K_M and F16 (pp512..pp8192, tg512..tg8192; https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference/blob/9232c8d/LLaMA%203/Gaming%20GPUs/4090_v3.ipynb, copied in tests/data/llama-bench/). Held out (fit on pp512/pp4096/tg512/tg4096 of both types, predict pp1024/pp8192/tg1024/tg8192): median |error| 3.9 %, max 14 %. No flash attention, f16 K/V, depth 0 only: attention terms rest on the tg runs' growing context."})json"},
+    {"rtx-4090", R"json({"attention": "linear", "attention_cells": "n_kv", "attn_s_per_flop": 5.2518717986869344e-14, "attn_s_per_kv_byte": 2.496725914086185e-12, "bandwidth_gbs": 1008.0, "calibration": {"base_device": "rtx-4090 datasheet (1008 GB/s, 165.2 TFLOP/s dense FP16 with FP32 accumulate)", "files": ["tests/data/llama-bench/rtx4090-llama3-8b-q4km.md", "tests/data/llama-bench/rtx4090-llama3-8b-f16.md"], "model": "llama-3-8b", "notes": [], "results": 16, "weights": "q4_K_M + f16"}, "gemm_fraction": [[512.0, 0.8673706352352084]], "layer_overhead_s": 0.0, "name": "rtx-4090", "peak_tflops": 165.2, "source": "calibrated from published llama-bench results (RTX 4090, llama.cpp build 2824, 2024-05-10)", "threads": 0, "memory_mib": 24564, "ubatch_overhead_s": 0.002857099379780891, "weight_read_fraction": 0.9728773754620961, "description": "RTX 4090 24 GB fitted by kvsim calibrate on 16 published llama-bench results of Llama-3-8B Q4_K_M and F16 (pp512..pp8192, tg512..tg8192; https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference/blob/9232c8d/LLaMA%203/Gaming%20GPUs/4090_v3.ipynb, copied in tests/data/llama-bench/). Held out (fit on pp512/pp4096/tg512/tg4096 of both types, predict pp1024/pp8192/tg1024/tg8192): median |error| 3.9 %, max 14 %. No flash attention, f16 K/V, depth 0 only: attention terms rest on the tg runs' growing context."})json"},
 };
 
 std::string datasheet_json(const datasheet & d) {
     return fmt::format(R"({{"name": "{}", "source": "datasheet", "bandwidth_gbs": {}, "peak_tflops": {},
   "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
-  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0}})",
-                       d.name, d.bandwidth_gbs, d.peak_tflops);
+  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0, "memory_mib": {}}})",
+                       d.name, d.bandwidth_gbs, d.peak_tflops, d.memory_mib);
 }
 
-const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "weight_read_fraction",
+const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction",
                                         "gemm_fraction", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
                                         "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
 
@@ -183,6 +186,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     d.bandwidth_gbs = number(j, "bandwidth_gbs", where, 0, {k_min_bandwidth_gbs, k_max_bandwidth_gbs, false});
     d.peak_tflops = number(j, "peak_tflops", where, 0, {k_min_peak_tflops, k_max_peak_tflops, false});
     d.threads = (int) number(j, "threads", where, 0, {0, 65536, false}, true);
+    d.memory_mib = (uint64_t) number(j, "memory_mib", where, 0, {0, 1 << 30, false}, true);   // up to 1 PiB
     // a fraction above 1 is legal: calibrate fits against the base profile's peak, which can be
     // below what the machine reaches; 10x the peak is a wrong profile, not an efficiency
     d.weight_read_fraction = number(j, "weight_read_fraction", where, 1.0, {0, 10, true});
@@ -229,6 +233,7 @@ nlohmann::json device_profile_json(const device_profile & d) {
             {"bandwidth_gbs", d.bandwidth_gbs},
             {"peak_tflops", d.peak_tflops},
             {"threads", d.threads},
+            {"memory_mib", d.memory_mib},
             {"weight_read_fraction", d.weight_read_fraction},
             {"gemm_fraction", g},
             {"ubatch_overhead_s", d.ubatch_overhead_s},

@@ -20,6 +20,9 @@ struct device_profile {
     double peak_tflops = 989.0;         // dense compute peak, TFLOP/s
     std::string source = "datasheet";   // datasheet | calibrated | host | file
     int threads = 0;                    // threads the numbers hold for (0 = not stated)
+    // Device memory in MiB, as nvidia-smi reports the card's total (0 = unknown): what llama-server's --fit
+    // sizes an unset context against (replay/server_sizing.h).
+    uint64_t memory_mib = 0;
     // Achieved fraction of bandwidth_gbs when reading the weights (1 = the datasheet).
     double weight_read_fraction = 1.0;
     // Achieved fraction of peak_tflops in the weight GEMMs, by tokens per ubatch: (tokens, fraction)

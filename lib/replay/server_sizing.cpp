@@ -1,0 +1,70 @@
+#include "replay/server_sizing.h"
+
+#include "core/errors.h"
+#include "kv/fit.h"
+#include "replay/run_replay.h"
+
+#include <cstdint>
+#include <fmt/format.h>
+#include <limits>
+
+namespace kvsim {
+
+namespace {
+constexpr double k_gib = 1024.0 * 1024.0 * 1024.0;
+
+// Bytes the fit may use: --device-memory, else the profile's; -1 when neither says.
+int64_t device_bytes(const replay_options & opt) {
+    if (opt.device_memory >= 0) return opt.device_memory;
+    return opt.device.memory_mib > 0 ? (int64_t) (opt.device.memory_mib << 20) : -1;
+}
+
+std::string fit_line(const replay_options & opt, uint32_t n_ctx_train, uint32_t slots, const fit_result & r, int64_t free) {
+    const std::string asked = fmt::format("n_ctx_train {} x {} slot(s) = {}", n_ctx_train, slots, (uint64_t) n_ctx_train * slots);
+    const std::string dev = opt.device_memory >= 0 ? fmt::format("--device-memory {:.2f} GiB", (double) free / k_gib)
+                                                   : fmt::format("{}'s {:.2f} GiB", opt.device.name, (double) free / k_gib);
+    const std::string margin = fmt::format("the {:.0f} MiB --fit-target margin", (double) opt.fit.margin / (1 << 20));
+    if (free < 0) return fmt::format("{} (--fit: the device's memory is unknown, not checked; give --device-memory)", asked);
+    if (r.reduced) {
+        return fmt::format("{} does not leave {} of {}: --fit shrank it to {}{}", asked, margin, dev, r.n_ctx,
+                           r.fits ? "" : " (the smallest it may choose, and even that does not fit)");
+    }
+    if (!r.fits) return fmt::format("{}, which does not leave {} of {} (replayed as asked)", asked, margin, dev);
+    return fmt::format("{} (--fit: fits {} with {})", asked, dev, margin);
+}
+}  // namespace
+
+std::string size_server_context(replay_options & opt) {
+    if (opt.n_parallel_auto) {
+        opt.n_parallel_auto = false;
+        if (opt.no_kv_unified_given) {
+            throw usage_error("-no-kvu: with -np auto llama-server always runs 4 slots in a unified cache; give -np N to choose");
+        }
+        opt.ctx.n_seq_max = 4;
+        opt.ctx.kv_unified = true;
+    }
+    const uint32_t slots = opt.ctx.n_seq_max, n_ctx_train = opt.model.n_ctx_train;
+    const bool ctx_zero = opt.fit.n_ctx_min == std::numeric_limits<uint32_t>::max();   // -c 0 (common/arg.cpp)
+    if (opt.ctx.n_ctx == 0 && opt.server.kv_unified_per_slot > 0 && !ctx_zero) {
+        opt.ctx.n_ctx = slots * (uint32_t) opt.server.kv_unified_per_slot;
+        return fmt::format("--kv-unified-per-slot {} x {} slot(s) = {}", opt.server.kv_unified_per_slot, slots, opt.ctx.n_ctx);
+    }
+    if (opt.ctx.n_ctx != 0) return "";
+    if (!opt.fit.enabled) {
+        opt.ctx.n_ctx = n_ctx_train;
+        return fmt::format("n_ctx_train {} for all {} slot(s) together (-c {}, --fit off: llama_context's default)", n_ctx_train,
+                           slots, ctx_zero ? "0" : "absent");
+    }
+    const int64_t free = device_bytes(opt);
+    const auto used_at = [&](uint32_t n) {
+        context_params p = opt.ctx;
+        p.n_ctx = n;
+        return (int64_t) replay_memory(opt, p, compute_context_sizes(opt.model, p), true).device();
+    };
+    const int64_t unlimited = std::numeric_limits<int64_t>::max() / 4;
+    const fit_result r = fit_context(0, n_ctx_train, slots, opt.ctx.kv_unified, free < 0 ? unlimited : free, opt.fit, used_at);
+    opt.ctx.n_ctx = r.n_ctx;
+    return (ctx_zero ? "-c 0: " : "-c absent: ") + fit_line(opt, n_ctx_train, slots, r, free);
+}
+
+}  // namespace kvsim
