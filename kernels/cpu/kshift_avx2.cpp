@@ -1,7 +1,7 @@
 // The AVX2 + FMA + F16C body of the CPU K-shift (cpu_k_shift.cpp): one cell's K row dequantized, un-rotated,
 // RoPE'd, rotated and quantized back in 8-lane vectors. Same arithmetic as the portable path: the Walsh-Hadamard
-// butterflies in the same stage order as hadamard.cpp fwht (bit-identical), q8_0/q4_0 rounding and f16 conversion
-// as quant.cpp (bit-identical); RoPE fused as llama.cpp's prebuilt CPU backend computes it (rope_norm8, rope_neox8:
+// butterflies in the same stage order as hadamard.cpp fwht (bit-identical), q4_0 rounding and f16 conversion as
+// quant.cpp (bit-identical), q8_0 rounding as llama.cpp's x86 CPU backend (quantize_q8_0 below); RoPE fused as llama.cpp's prebuilt CPU backend computes it (rope_norm8, rope_neox8:
 // bit-identical to ggml_rope_ext, tests/test_rope.cpp's recording), which rope.cpp's portable loops match only
 // where the compiler fused the same multiply-adds.
 // Compiled for AVX2 whatever the build's -march (a target region (isa_target.h) after every include, see fa_group_avx512.cpp).
@@ -132,19 +132,22 @@ float block_amax(const float * x) {
     return hmax(m);
 }
 
-// quant.cpp quantize_row_q8_0: d = amax / 127, qs = round_half_away(x * id).
+// ggml-cpu/arch/x86/quants.c quantize_row_q8_0, what llama.cpp's CPU backend runs on every x86 build when the K-shift
+// graph copies the shifted K back into a q8_0 cache: d = amax / 127, id = 127 / amax (not 1 / d) and round half to
+// even (_mm256_round_ps, not ggml's reference roundf). The reference rule (quant.cpp, the portable loops) differed
+// in about one value in 400,000 of a 64K-cell Llama-3-8B K (tests/tools/kshift_vs_ggml.cpp).
 void quantize_q8_0(const float * x, block_q8_0 * y, int64_t n) {
-    const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.49999997f);
     for (int64_t i = 0; i < n / QK8_0; ++i) {
         const float * xb = x + i * QK8_0;
-        const float d = block_amax(xb) / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float amax = block_amax(xb);
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         y[i].d = (fp16_t) _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
         const __m256 vid = _mm256_set1_ps(id);
         __m256i q[4];
         for (int c = 0; c < 4; ++c) {
             const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xb + 8 * c), vid);
-            q[c] = _mm256_cvttps_epi32(_mm256_add_ps(v, _mm256_or_ps(_mm256_and_ps(v, sign), half)));
+            q[c] = _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT));
         }
         // packs work per 128-bit half: dwords come out as q0[0:4] q1[0:4] q2[0:4] q3[0:4] q0[4:8] ...
         const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
