@@ -71,7 +71,7 @@ TEST_CASE("sizing: -np auto, --kv-unified-per-slot, -c 0, --fit off and a given 
     replay_options given = o;
     given.ctx.n_ctx = 2048;
     given.device_memory = 1;
-    CHECK(size_server_context(given).empty());
+    CHECK(size_server_context(given) == "-c as given");
     CHECK(given.ctx.n_ctx == 2048);
     replay_options nokvu;
     nokvu.n_parallel_auto = true;

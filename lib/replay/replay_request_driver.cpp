@@ -110,7 +110,7 @@ terminal_rows request_terminal_rows(const replay_options & opt, const context & 
     const auto & oc = lat["outcomes"];
     return {
         {"context", context_line(ctx)},
-        {"n_ctx chosen", opt.n_ctx_origin.empty() ? std::string("-c as given") : opt.n_ctx_origin},
+        {"n_ctx chosen", opt.n_ctx_origin},
         {"KV memory", mib(compute_kv_bytes(ctx.model(), ctx.params(), ctx.sizes()).total())},
         {"memory", memory_line(replay_memory(opt, ctx.params(), ctx.sizes(), true))},
         {"outcomes", fmt::format("{} done, {} truncated, {} failed", oc["done"].get<uint64_t>(), oc["truncated"].get<uint64_t>(),

@@ -164,7 +164,11 @@ void resolve_auto_sizes(replay_options & opt, bool op_trace) {
         opt.n_ctx_origin = size_server_context(opt);
         return;
     }
-    if (opt.ctx.n_ctx == 0) opt.ctx.n_ctx = opt.model.n_ctx_train;
+    opt.n_ctx_origin = "-c as given";
+    if (opt.ctx.n_ctx == 0) {
+        opt.ctx.n_ctx = opt.model.n_ctx_train;
+        opt.n_ctx_origin = fmt::format("n_ctx_train {} (-c 0 or absent on an op trace: llama_context's default)", opt.ctx.n_ctx);
+    }
     if (opt.n_parallel_auto) {
         opt.n_parallel_auto = false;
         opt.ctx.n_seq_max = 1;

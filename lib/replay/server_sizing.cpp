@@ -49,7 +49,7 @@ std::string size_server_context(replay_options & opt) {
         opt.ctx.n_ctx = slots * (uint32_t) opt.server.kv_unified_per_slot;
         return fmt::format("--kv-unified-per-slot {} x {} slot(s) = {}", opt.server.kv_unified_per_slot, slots, opt.ctx.n_ctx);
     }
-    if (opt.ctx.n_ctx != 0) return "";
+    if (opt.ctx.n_ctx != 0) return "-c as given";
     if (!opt.fit.enabled) {
         opt.ctx.n_ctx = n_ctx_train;
         return fmt::format("n_ctx_train {} for all {} slot(s) together (-c {}, --fit off: llama_context's default)", n_ctx_train,

@@ -17,7 +17,7 @@ namespace kvsim {
 //     -fitt margin of the device's memory (opt.device_memory, else the profile's memory_mib; unknown: not shrunk);
 //     -c 0 sets -fitc to UINT32_MAX upstream (common/arg.cpp), so it is never shrunk. A given -c is kept.
 //  4. --fit off with -c absent or 0: n_ctx_train for all slots together (llama_context's default).
-// Returns how n_ctx was chosen, one line for the terminal and summary.json; "" when -c gave it.
+// Returns how n_ctx was chosen, one line for the terminal and summary.json ("-c as given" when -c gave it).
 std::string size_server_context(replay_options & opt);
 
 }  // namespace kvsim
