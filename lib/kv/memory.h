@@ -40,6 +40,9 @@ public:
 
     bool get_has_shift() const;
     bool has_pending_update() const;
+    // llama_memory_can_shift: a K-shift is possible (llama_kv_cache::get_can_shift: true for every model kvsim
+    // knows; llama_kv_cache_iswa::get_can_shift: only when the base and the SWA cache have the same size).
+    virtual bool get_can_shift() const { return true; }
 };
 
 // One llama_kv_cache.
@@ -79,6 +82,7 @@ public:
     llama_pos seq_pos_max(llama_seq_id s) const override { return swa_.seq_pos_max(s); }
     bool init_batch(batch_allocr & balloc, uint32_t n_ubatch, batch_plan & plan) override;
     std::vector<kv_cache *> caches() override { return {&base_, &swa_}; }
+    bool get_can_shift() const override { return base_.get_size() == swa_.get_size(); }
 
 private:
     bool try_split(batch_allocr & balloc, uint32_t n_ubatch, bool simple, batch_plan & plan);

@@ -60,7 +60,8 @@ json request_totals_json(const request_trace & t, const server_totals & tt, cons
 // summary.json's "server": the llama-server options the run used.
 json server_json(const server_params & s, const server_sim & sim) {
     return {{"arrivals", s.arrivals == arrival_mode::trace ? "trace" : "saturate"},
-            {"context_shift", s.context_shift}, {"n_keep", s.n_keep},
+            {"context_shift", sim.params().context_shift}, {"context_shift_refused", sim.context_shift_refused()},
+            {"n_keep", s.n_keep},
             {"cache_prompt", s.cache_prompt}, {"cache_ram_mib", s.cache_ram_mib},
             {"cache_idle_slots", s.cache_idle_slots && s.cache_ram_mib != 0}, {"n_ctx_checkpoints", s.n_ctx_checkpoints},
             {"checkpoint_min_step", s.checkpoint_min_step},
@@ -105,6 +106,16 @@ std::string load_line(const json & l) {
     return s;
 }
 
+// The terminal's "context shifts" row: the count, or why --context-shift was turned off (as llama-server does).
+std::string context_shift_line(const replay_options & opt, const context & ctx, const json & totals) {
+    const std::string n = std::to_string(totals["context_shifts"].get<uint64_t>());
+    if (!opt.server.context_shift || ctx.memory().get_can_shift()) return n;
+    const auto c = ctx.memory().caches();
+    return fmt::format("{}: --context-shift is off, as llama-server turns it off (\"ctx_shift is not supported by this "
+                       "context\"): the SWA cache ({} cells) is smaller than the base cache ({}); --swa-full makes them equal",
+                       n, c.back()->get_size(), c.front()->get_size());
+}
+
 terminal_rows request_terminal_rows(const replay_options & opt, const context & ctx, const json & totals, const json & lat,
                                     const occupancy_recorder & occ) {
     const auto & oc = lat["outcomes"];
@@ -121,7 +132,7 @@ terminal_rows request_terminal_rows(const replay_options & opt, const context & 
                                              totals["steps"].get<uint64_t>(), totals["decode_calls"].get<uint64_t>(),
                                              totals["decode_no_slot"].get<uint64_t>(), totals["batch_halvings"].get<uint64_t>(),
                                              totals["idle_slot_purges"].get<uint64_t>())},
-        {"context shifts", std::to_string(totals["context_shifts"].get<uint64_t>())},
+        {"context shifts", context_shift_line(opt, ctx, totals)},
         {"prefix reuse", fmt::format("{} hits, {} tokens", totals["prefix_reuse_hits"].get<uint64_t>(),
                                      totals["prefix_tokens_reused"].get<uint64_t>())},
         {"RAM prompt cache", ram_cache_line(opt, totals["ram_cache"])},

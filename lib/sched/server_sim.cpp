@@ -63,6 +63,12 @@ server_sim::server_sim(op_runner & run, const server_params & p, const step_time
     if (p_.kv_unified_per_slot > 0) slot = std::min<uint32_t>(slot, (uint32_t) p_.kv_unified_per_slot);
     n_ctx_slot_ = (int32_t) std::min<uint32_t>(slot, ctx.model().n_ctx_train);
     n_swa_ = ctx.model().has_swa() && !ctx.params().swa_full ? (int32_t) ctx.model().n_swa : 0;
+    // server_context_impl::load_model: "ctx_shift is not supported by this context, it will be disabled" (an iSWA
+    // model whose SWA cache is smaller than its base cache)
+    if (p_.context_shift && !ctx.memory().get_can_shift()) {
+        p_.context_shift = false;
+        context_shift_refused_ = true;
+    }
     slots_.resize(ctx.params().n_seq_max);
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = (int) i;
     if (p_.cache_ram_mib != 0) ram_ = std::make_unique<prompt_cache>(p_.cache_ram_mib, ctx.sizes().n_ctx, p_.block_tokens);

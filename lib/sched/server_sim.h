@@ -74,6 +74,9 @@ public:
     step_timer & timer() { return timer_; }
     const step_timer & timer() const { return timer_; }
     int32_t n_ctx_slot() const { return n_ctx_slot_; }
+    // --context-shift was given but the memory cannot shift (llama_memory_can_shift), so it is off, as upstream.
+    bool context_shift_refused() const { return context_shift_refused_; }
+    const server_params & params() const { return p_; }
 
 private:
     struct slot_t;
@@ -105,6 +108,7 @@ private:
     op_runner & run_;
     server_params p_;
     int32_t n_ctx_slot_;
+    bool context_shift_refused_ = false;
     int32_t n_swa_;                  // the server's n_swa: the model's window, 0 with --swa-full
     std::vector<slot_t> slots_;
     std::vector<request_result> results_;
