@@ -11,7 +11,8 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
         {"-ctk", "--cache-type-k"},    {"-ctv", "--cache-type-v"},    {"-fa", "--flash-attn"},
         {"-no-kvu", "--no-kv-unified"}, {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
         {"-sps", "--slot-prompt-similarity"}, {"-cms", "--checkpoint-min-step"}, {"-fit", "--fit"},
-        {"-fitc", "--fit-ctx"},        {"-fitt", "--fit-target"},
+        {"-fitc", "--fit-ctx"},        {"-fitt", "--fit-target"},     {"-cb", "--cont-batching"},
+        {"-nocb", "--no-cont-batching"},
     };
     std::vector<std::string> out;
     for (int i = 0; i < argc; ++i) {

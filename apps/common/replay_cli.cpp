@@ -170,6 +170,9 @@ void replay_cli::add_server(CLI::App & cmd) {
                                           "Replay the trace's arrivals X times as fast (2 = twice the request rate, 0.5 = "
                                           "half), keeping their order and shape; with --arrivals trace")
                                ->capture_default_str());
+    request_only.push_back(cmd.add_flag("--cont-batching,!--no-cont-batching", o.server.cont_batching,
+                                        "Continuous batching (llama-server -cb, the default; -nocb: a prompt is processed only "
+                                        "when no slot is generating)"));
     request_only.insert(request_only.end(), shift_only.begin(), shift_only.end());
 }
 

@@ -61,7 +61,7 @@ json request_totals_json(const request_trace & t, const server_totals & tt, cons
 json server_json(const server_params & s, const server_sim & sim) {
     return {{"arrivals", s.arrivals == arrival_mode::trace ? "trace" : "saturate"},
             {"context_shift", sim.params().context_shift}, {"context_shift_refused", sim.context_shift_refused()},
-            {"n_keep", s.n_keep},
+            {"n_keep", s.n_keep}, {"cont_batching", s.cont_batching},
             {"cache_prompt", s.cache_prompt}, {"cache_ram_mib", s.cache_ram_mib},
             {"cache_idle_slots", s.cache_idle_slots && s.cache_ram_mib != 0}, {"n_ctx_checkpoints", s.n_ctx_checkpoints},
             {"checkpoint_min_step", s.checkpoint_min_step},

@@ -21,6 +21,7 @@ struct server_params {
     int32_t checkpoint_min_step = 8192;  // -cms: minimum spacing of checkpoints in tokens
     int32_t block_tokens = 512;          // tokens per Mooncake hash_id block
     int32_t kv_unified_per_slot = 0;     // --kv-unified-per-slot: context cap per slot; 0 = unset
+    bool cont_batching = true;           // -cb / -nocb: prompts join a batch of generated tokens (else wait for an empty one)
 
     // Throws option_error (core/errors.h), naming the field, for a value server_sim cannot run with:
     // n_keep < -1, n_discard < 0, slot_prompt_similarity outside [0, 1] (or NaN), cache_ram_mib < -1,

@@ -286,7 +286,7 @@ void server_sim::context_shift(slot_t & s) {
 }
 
 // pre_decode: context shifts, then one token per generating slot, then prompt chunks in slot
-// order while the batch holds fewer than n_batch tokens.
+// order while the batch holds fewer than n_batch tokens (with -nocb only into an empty batch).
 void server_sim::pre_decode(std::vector<batch_tok> & batch) {
     for (auto & s : slots_) {
         if (s.st != slot_t::state::generating || s.prompt.tokens.n + 1 < n_ctx_slot_) continue;
@@ -301,6 +301,8 @@ void server_sim::pre_decode(std::vector<batch_tok> & batch) {
         s.i_batch = (int32_t) batch.size();
         batch.push_back({s.id, s.prompt.tokens.n++, false});
     }
+    // update_slots: "next, batch any pending prompts" only with continuous batching or an empty batch (-nocb)
+    if (!p_.cont_batching && !batch.empty()) return;
     const size_t n_batch = run_.ctx().sizes().n_batch;
     for (auto & s : slots_) {
         if (batch.size() >= n_batch) break;
