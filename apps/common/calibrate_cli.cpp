@@ -99,12 +99,10 @@ int calibrate_cli::run(std::ostream & term) {
     print_calibration(term, r);
     const std::vector<double> loo = leave_one_out_errors(points, m, wt, base);
     term << held_out_line(loo, points.size());
-    std::vector<double> abs_loo;
-    for (double e : loo) abs_loo.push_back(std::abs(e));
-    std::sort(abs_loo.begin(), abs_loo.end());
-    if (!abs_loo.empty()) {
-        j["calibration"]["held_out"] = {{"method", "leave-one-out"}, {"results", abs_loo.size()},
-                                        {"median_abs_error", abs_loo[abs_loo.size() / 2]}, {"max_abs_error", abs_loo.back()}};
+    if (!loo.empty()) {
+        j["calibration"]["held_out"] = {{"method", "leave-one-out"}, {"results", loo.size()},
+                                        {"median_abs_error", abs_error_quantile(loo, 0.5)},
+                                        {"max_abs_error", abs_error_quantile(loo, 1.0)}};
     }
     const auto & d = r.profile;
     std::string gemms;

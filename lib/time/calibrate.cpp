@@ -489,13 +489,18 @@ std::string calibration_result::weights_text() const {
     return s;
 }
 
-std::string held_out_line(const std::vector<double> & errs, size_t n_results) {
+double abs_error_quantile(const std::vector<double> & errs, double q) {
     std::vector<double> a;
     for (double e : errs) a.push_back(std::abs(e));
-    if (a.empty()) return "held out (leave-one-out): none of the results can be left out and still fit the terms\n";
+    return percentile(std::move(a), q);
+}
+
+std::string held_out_line(const std::vector<double> & errs, size_t n_results) {
+    if (errs.empty()) return "held out (leave-one-out): none of the results can be left out and still fit the terms\n";
     return fmt::format("held out (leave-one-out, each result predicted by a fit on the others): |error| median {:.1f}%, p90 {:.1f}%, "
                        "max {:.1f}% over {} of {} results\n",
-                       percentile(a, 0.5) * 100, percentile(a, 0.9) * 100, percentile(a, 1.0) * 100, a.size(), n_results);
+                       abs_error_quantile(errs, 0.5) * 100, abs_error_quantile(errs, 0.9) * 100, abs_error_quantile(errs, 1.0) * 100,
+                       errs.size(), n_results);
 }
 
 void print_calibration(std::ostream & out, const calibration_result & r) {

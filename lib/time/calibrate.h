@@ -94,6 +94,9 @@ std::vector<double> leave_one_out_errors(const std::vector<llama_bench_row> & po
 
 // "held out (leave-one-out ...): |error| median ..., p90 ..., max ... over K of N results".
 std::string held_out_line(const std::vector<double> & errs, size_t n_results);
+// The q-quantile (0..1) of |errs|, linear between ranks; 0 for none. What held_out_line prints and what a profile's
+// calibration.held_out records (one definition: the file had said 12.9 % where the terminal said 6.6 %).
+double abs_error_quantile(const std::vector<double> & errs, double q);
 
 // The residual table and summary (median / p90 / max absolute error).
 void print_calibration(std::ostream & out, const calibration_result & r);
