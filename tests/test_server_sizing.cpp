@@ -3,6 +3,7 @@
 // tests/server_golden/sizing_*.scn (test_server_golden replays those).
 #include "replay/server_sizing.h"
 #include "core/errors.h"
+#include "kv/fit.h"
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -71,10 +72,31 @@ TEST_CASE("sizing: -np auto, --kv-unified-per-slot, -c 0, --fit off and a given 
     replay_options given = o;
     given.ctx.n_ctx = 2048;
     given.device_memory = 1;
-    CHECK(size_server_context(given) == "-c as given");
+    const std::string note = size_server_context(given);   // kept, and said not to fit the 1-byte device
+    CHECK(note.rfind("-c as given (needs ", 0) == 0);
+    CHECK(note.find("replayed as asked") != std::string::npos);
+    given.device_memory = -1;
+    given.ctx.n_ctx = 2048;
+    CHECK(size_server_context(given) == "-c as given");   // h200's memory: fits
     CHECK(given.ctx.n_ctx == 2048);
+    replay_options big = o;   // slots x --kv-unified-per-slot past the largest context: refused, not wrapped
+    big.ctx.n_ctx = 0;
+    big.server.kv_unified_per_slot = 1073741825;
+    CHECK_THROWS_AS(size_server_context(big), option_error);
     replay_options nokvu;
     nokvu.n_parallel_auto = true;
     nokvu.no_kv_unified_given = true;
     CHECK_THROWS_AS(size_server_context(nokvu), usage_error);
+}
+
+TEST_CASE("fit: the interpolation's product does not overflow on a large device") {
+    // 256 slots x 131072 cells and hundreds of GiB: the int64 product of upstream's formula passes 2^63 here
+    const int64_t gib = int64_t(1) << 30;
+    const auto used_at = [&](uint32_t n) { return (int64_t) n * (128 << 10) + 16 * gib; };   // 128 KiB per cell + weights
+    const fit_result r = fit_context(0, 131072, 256, false, 600 * gib, fit_params{}, used_at);
+    CHECK(r.reduced);
+    CHECK(r.fits);
+    CHECK(r.n_ctx > 256u * 4096);             // more than the smallest
+    CHECK(r.n_ctx < 256u * 131072);           // less than the largest
+    CHECK(used_at(r.n_ctx) <= 599 * gib);     // within the device less the margin
 }

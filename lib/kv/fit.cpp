@@ -37,7 +37,9 @@ fit_result fit_context(uint32_t n_ctx, uint32_t n_ctx_train, uint32_t n_seq_max,
     if (used_target <= used_min) return {n_ctx_min_total, false, true};
     // linear interpolation between the smallest and the largest context, in upstream's integer arithmetic
     uint32_t n = n_ctx_min_total;
-    n += (uint32_t) ((int64_t) (n_ctx_max - n_ctx_min_total) * (used_target - used_min) / (used - used_min));
+    // the product in 128 bits: upstream's int64 product overflows (undefined) past about 2^31 cells x 4 GiB; where it
+    // does not, the result is the same, and the quotient is below n_ctx_max - n_ctx_min_total (used_target < used)
+    n += (uint32_t) ((__int128) (n_ctx_max - n_ctx_min_total) * (used_target - used_min) / (used - used_min));
     const uint32_t align = 256 * n_streams;   // "round down context for CUDA backend, keep it divisible by the number of streams"
     n = std::max(n - n % align, n_ctx_min_total);
     return {n, true, true};

@@ -12,11 +12,27 @@ namespace kvsim {
 
 namespace {
 constexpr double k_gib = 1024.0 * 1024.0 * 1024.0;
+constexpr uint64_t k_max_n_ctx = uint64_t(1) << 30;   // compute_context_sizes' bound
 
 // Bytes the fit may use: --device-memory, else the profile's; -1 when neither says.
 int64_t device_bytes(const replay_options & opt) {
     if (opt.device_memory >= 0) return opt.device_memory;
     return opt.device.memory_mib > 0 ? (int64_t) (opt.device.memory_mib << 20) : -1;
+}
+
+int64_t device_use(const replay_options & opt, uint32_t n_ctx) {
+    context_params p = opt.ctx;
+    p.n_ctx = n_ctx;
+    return (int64_t) replay_memory(opt, p, compute_context_sizes(opt.model, p), true).device();
+}
+
+// For a context the fit does not choose (-c given, --kv-unified-per-slot): "" when it fits the device's memory (or that
+// is unknown), else what it needs against what there is, as the fit would have said.
+std::string fit_note(const replay_options & opt) {
+    const int64_t free = device_bytes(opt), used = device_use(opt, opt.ctx.n_ctx);
+    if (free < 0 || free - used >= opt.fit.margin) return "";
+    return fmt::format(" (needs {:.2f} GiB, more than the device's {:.2f} GiB less the {:.0f} MiB --fit-target margin: "
+                       "replayed as asked)", (double) used / k_gib, (double) free / k_gib, (double) opt.fit.margin / (1 << 20));
 }
 
 std::string fit_line(const replay_options & opt, uint32_t n_ctx_train, uint32_t slots, const fit_result & r, int64_t free) {
@@ -43,28 +59,33 @@ std::string size_server_context(replay_options & opt) {
         opt.ctx.n_seq_max = 4;
         opt.ctx.kv_unified = true;
     }
+    // the slots first: a count out of range would size a context from it (compute_context_sizes' message)
+    (void) compute_context_sizes(opt.model, [&] { context_params p = opt.ctx; p.n_ctx = 1; return p; }());
     const uint32_t slots = opt.ctx.n_seq_max, n_ctx_train = opt.model.n_ctx_train;
     const bool ctx_zero = opt.fit.n_ctx_min == std::numeric_limits<uint32_t>::max();   // -c 0 (common/arg.cpp)
     if (opt.ctx.n_ctx == 0 && opt.server.kv_unified_per_slot > 0 && !ctx_zero) {
-        opt.ctx.n_ctx = slots * (uint32_t) opt.server.kv_unified_per_slot;
-        return fmt::format("--kv-unified-per-slot {} x {} slot(s) = {}", opt.server.kv_unified_per_slot, slots, opt.ctx.n_ctx);
+        const uint64_t n = (uint64_t) slots * (uint64_t) opt.server.kv_unified_per_slot;
+        if (n > k_max_n_ctx) {
+            throw option_error({"kv_unified_per_slot", "n_seq_max"},
+                               fmt::format("kv_unified_per_slot {} x {} slots = {} cells exceeds {} (the largest context)",
+                                           opt.server.kv_unified_per_slot, slots, n, k_max_n_ctx));
+        }
+        opt.ctx.n_ctx = (uint32_t) n;
+        return fmt::format("--kv-unified-per-slot {} x {} slot(s) = {}", opt.server.kv_unified_per_slot, slots, opt.ctx.n_ctx) +
+               fit_note(opt);
     }
-    if (opt.ctx.n_ctx != 0) return "-c as given";
+    if (opt.ctx.n_ctx != 0) return "-c as given" + fit_note(opt);
     if (!opt.fit.enabled) {
         opt.ctx.n_ctx = n_ctx_train;
         return fmt::format("n_ctx_train {} for all {} slot(s) together (-c {}, --fit off: llama_context's default)", n_ctx_train,
                            slots, ctx_zero ? "0" : "absent");
     }
     const int64_t free = device_bytes(opt);
-    const auto used_at = [&](uint32_t n) {
-        context_params p = opt.ctx;
-        p.n_ctx = n;
-        return (int64_t) replay_memory(opt, p, compute_context_sizes(opt.model, p), true).device();
-    };
+    const auto used_at = [&](uint32_t n) { return device_use(opt, n); };
     const int64_t unlimited = std::numeric_limits<int64_t>::max() / 4;
     const fit_result r = fit_context(0, n_ctx_train, slots, opt.ctx.kv_unified, free < 0 ? unlimited : free, opt.fit, used_at);
     opt.ctx.n_ctx = r.n_ctx;
-    return (ctx_zero ? "-c 0: " : "-c absent: ") + fit_line(opt, n_ctx_train, slots, r, free);
+    return (ctx_zero ? "-c 0 (or -fitc 4294967295): " : "-c absent: ") + fit_line(opt, n_ctx_train, slots, r, free);
 }
 
 }  // namespace kvsim
