@@ -152,9 +152,11 @@ void replay_cli::add_server(CLI::App & cmd) {
                                           "Minimum spacing of context checkpoints in tokens (llama-server -cms)")
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--device", device,
-                                          "Step-time device profile: " + fmt::format("{}", fmt::join(device_preset_names(), ", ")) +
-                                              " (datasheet), a profile JSON file (kvsim calibrate writes one), or host "
-                                              "(this machine's measured read bandwidth)")
+                                          fmt::format("Step-time device profile: {} (datasheet peaks), {} (fitted on published llama-bench "
+                                                      "results), a profile JSON file (kvsim calibrate writes one), or host (this "
+                                                      "machine's measured read bandwidth)",
+                                                      fmt::join(device_preset_names(false), ", "),
+                                                      fmt::join(device_preset_names(true), ", ")))
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--weights", weights,
                                           "GGUF file type of the model's weights: " +

@@ -58,6 +58,8 @@ std::vector<std::string> profile_warnings(const device_profile & d, const model_
 
 device_profile device_preset(const std::string & name);
 std::vector<std::string> device_preset_names();
+// The shipped profiles of one kind: datasheet peaks, or fitted by kvsim calibrate on published llama-bench results.
+std::vector<std::string> device_preset_names(bool calibrated);
 // The embedded JSON text of a shipped profile (the same text docs/time-model.md shows).
 const std::string & device_preset_json(const std::string & name);
 
