@@ -75,6 +75,7 @@ TEST_CASE("sizing: -np auto, --kv-unified-per-slot, -c 0, --fit off and a given 
     const std::string note = size_server_context(given);   // kept, and said not to fit the 1-byte device
     CHECK(note.rfind("-c as given (needs ", 0) == 0);
     CHECK(note.find("replayed as asked") != std::string::npos);
+    CHECK(given.memory_warning.find("the real llama-server would fail to allocate them") != std::string::npos);
     given.device_memory = -1;
     given.ctx.n_ctx = 2048;
     CHECK(size_server_context(given) == "-c as given");   // h200's memory: fits

@@ -181,14 +181,15 @@ void replay_cli::add_server(CLI::App & cmd) {
 void replay_cli::add_fit(CLI::App & cmd) {
     auto & o = opt;
     request_only.push_back(cmd.add_option("--fit", fit,
-                                          "llama-server's --fit: with -c absent, shrink the context until weights + K/V + compute "
-                                          "leave --fit-target free on the device (on, off)")
+                                          "llama-server's --fit (-fit): with -c absent, shrink the context (training context x slots) "
+                                          "until weights + K/V + compute leave --fit-target free on the device; off: the "
+                                          "training context for all slots together, llama_context's default (on, off)")
                                ->check(CLI::IsMember({"on", "off"}))
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--fit-ctx", fit_ctx,
-                                          "Smallest context per slot --fit may choose (llama-server default 4096)"));
+                                          "Smallest context per slot --fit may choose (-fitc; llama-server default 4096)"));
     request_only.push_back(cmd.add_option("--fit-target", fit_target_mib,
-                                          "MiB --fit leaves free on the device (llama-server default 1024)"));
+                                          "MiB --fit leaves free on the device (-fitt; llama-server default 1024)"));
     request_only.push_back(cmd.add_option("--device-memory", device_memory,
                                           "The device's memory for --fit (e.g. 24GiB; default: the --device profile's, "
                                           "unknown for cpu and host)"));

@@ -34,6 +34,7 @@ struct replay_options {
     fit_params fit;                     // request traces: llama-server's --fit, -fitc (UINT32_MAX: -c 0), -fitt
     int64_t device_memory = -1;         // --device-memory bytes for --fit; -1 = the device profile's memory_mib
     std::string n_ctx_origin;           // set by run_replay's sizing: how n_ctx was chosen (summary.json, terminal)
+    std::string memory_warning;         // set by the sizing: the context does not fit the device's memory ("" = fits or unknown)
     bool n_parallel_auto = false;
     bool no_kv_unified_given = false;   // -no-kvu on the command line (refused with -np auto on a request trace)       // -np absent / -1: 4 slots + unified cache (request traces), 1 (op traces)
     std::string dump_cells;             // kvoracle-format JSON lines, "" = none

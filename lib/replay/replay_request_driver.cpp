@@ -228,6 +228,11 @@ public:
         const auto sim = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto & r) { return r.first == "simulated time"; });
         size_t at = sim == rep.rows.end() ? rep.rows.size() : (size_t) (sim - rep.rows.begin()) + 1;
         for (const auto & w : warnings) rep.rows.insert(rep.rows.begin() + (long) at++, {"WARNING", w});
+        if (!opt_.memory_warning.empty()) {
+            rep.summary["memory_warning"] = opt_.memory_warning;
+            const auto mem = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto & r) { return r.first == "memory"; });
+            rep.rows.insert(mem == rep.rows.end() ? rep.rows.end() : mem + 1, {"WARNING", opt_.memory_warning});
+        }
         rep.rows.emplace_back("load", load_line(load));
         if (const std::string cmd = opt_.suggest_bench ? coverage_.command(ctx.params()) : ""; !cmd.empty()) {
             const std::string covers = coverage_.coverage(ctx.params());

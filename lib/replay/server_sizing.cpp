@@ -26,11 +26,18 @@ int64_t device_use(const replay_options & opt, uint32_t n_ctx) {
     return (int64_t) replay_memory(opt, p, compute_context_sizes(opt.model, p), true).device();
 }
 
+std::string memory_warning_text(int64_t used, int64_t free) {
+    return fmt::format("weights + K/V + compute need {:.2f} GiB of the device's {:.2f} GiB: the real llama-server would "
+                       "fail to allocate them (or --fit would move layers off the device, which kvsim does not model)",
+                       (double) used / k_gib, (double) free / k_gib);
+}
+
 // For a context the fit does not choose (-c given, --kv-unified-per-slot): "" when it fits the device's memory (or that
 // is unknown), else what it needs against what there is, as the fit would have said.
-std::string fit_note(const replay_options & opt) {
+std::string fit_note(replay_options & opt) {
     const int64_t free = device_bytes(opt), used = device_use(opt, opt.ctx.n_ctx);
     if (free < 0 || free - used >= opt.fit.margin) return "";
+    opt.memory_warning = memory_warning_text(used, free);
     return fmt::format(" (needs {:.2f} GiB, more than the device's {:.2f} GiB less the {:.0f} MiB --fit-target margin: "
                        "replayed as asked)", (double) used / k_gib, (double) free / k_gib, (double) opt.fit.margin / (1 << 20));
 }
@@ -85,6 +92,7 @@ std::string size_server_context(replay_options & opt) {
     const int64_t unlimited = std::numeric_limits<int64_t>::max() / 4;
     const fit_result r = fit_context(0, n_ctx_train, slots, opt.ctx.kv_unified, free < 0 ? unlimited : free, opt.fit, used_at);
     opt.ctx.n_ctx = r.n_ctx;
+    if (free >= 0 && !r.fits) opt.memory_warning = memory_warning_text(device_use(opt, r.n_ctx), free);
     return (ctx_zero ? "-c 0 (or -fitc 4294967295): " : "-c absent: ") + fit_line(opt, n_ctx_train, slots, r, free);
 }
 
