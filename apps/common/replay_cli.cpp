@@ -250,9 +250,9 @@ void replay_cli::finish_fit(replay_options & o) const {
         }
         o.fit.margin = *fit_target_mib << 20;
     }
-    if (!device_memory.empty()) {
+    if (device_memory) {
         try {
-            o.device_memory = parse_memory_bytes(device_memory);
+            o.device_memory = parse_memory_bytes(*device_memory);
         } catch (const std::invalid_argument & e) {
             throw usage_error(std::string("--device-memory: ") + e.what());
         }

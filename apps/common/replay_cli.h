@@ -25,7 +25,8 @@ struct replay_cli {
     std::optional<double> bandwidth_gbs, peak_tflops;
     std::string step_time = "roofline";
     // llama-server's sizing of an unset -c (replay/server_sizing.h): --fit, -fitc, -fitt, --device-memory
-    std::string fit = "on", device_memory;
+    std::string fit = "on";
+    std::optional<std::string> device_memory;   // unset = the profile's; given empty is refused
     std::optional<uint32_t> fit_ctx;
     std::optional<int64_t> fit_target_mib;
     // Options that only shape the simulated server (refused on an op trace when given), and the
