@@ -55,38 +55,34 @@ std::string fit_line(const replay_options & opt, uint32_t n_ctx_train, uint32_t 
     if (!r.fits) return fmt::format("{}, which does not leave {} of {} (replayed as asked)", asked, margin, dev);
     return fmt::format("{} (--fit: fits {} with {})", asked, dev, margin);
 }
-}  // namespace
 
-std::string size_server_context(replay_options & opt) {
-    if (opt.n_parallel_auto) {
-        opt.n_parallel_auto = false;
-        if (opt.no_kv_unified_given) {
-            throw usage_error("-no-kvu: with -np auto llama-server always runs 4 slots in a unified cache; give -np N to choose");
-        }
-        opt.ctx.n_seq_max = 4;
-        opt.ctx.kv_unified = true;
+// server.cpp: -np auto is 4 slots in a unified cache (-no-kvu then refused).
+void resolve_parallel_auto(replay_options & opt) {
+    if (!opt.n_parallel_auto) return;
+    opt.n_parallel_auto = false;
+    if (opt.no_kv_unified_given) {
+        throw usage_error("-no-kvu: with -np auto llama-server always runs 4 slots in a unified cache; give -np N to choose");
     }
-    // the slots first: a count out of range would size a context from it (compute_context_sizes' message)
-    (void) compute_context_sizes(opt.model, [&] { context_params p = opt.ctx; p.n_ctx = 1; return p; }());
+    opt.ctx.n_seq_max = 4;
+    opt.ctx.kv_unified = true;
+}
+
+// server.cpp: --kv-unified-per-slot N with -c absent sizes the pool slots x N.
+std::string size_per_slot(replay_options & opt) {
+    const uint64_t n = (uint64_t) opt.ctx.n_seq_max * (uint64_t) opt.server.kv_unified_per_slot;
+    if (n > k_max_n_ctx) {
+        throw option_error({"kv_unified_per_slot", "n_seq_max"},
+                           fmt::format("kv_unified_per_slot {} x {} slots = {} cells exceeds {} (the largest context)",
+                                       opt.server.kv_unified_per_slot, opt.ctx.n_seq_max, n, k_max_n_ctx));
+    }
+    opt.ctx.n_ctx = (uint32_t) n;
+    return fmt::format("--kv-unified-per-slot {} x {} slot(s) = {}", opt.server.kv_unified_per_slot, opt.ctx.n_seq_max, n) +
+           fit_note(opt);
+}
+
+// common/fit.cpp: common_params_fit_impl with n_ctx 0, on the device's memory (unknown: nothing shrinks).
+std::string size_by_fit(replay_options & opt, bool ctx_zero) {
     const uint32_t slots = opt.ctx.n_seq_max, n_ctx_train = opt.model.n_ctx_train;
-    const bool ctx_zero = opt.fit.n_ctx_min == std::numeric_limits<uint32_t>::max();   // -c 0 (common/arg.cpp)
-    if (opt.ctx.n_ctx == 0 && opt.server.kv_unified_per_slot > 0 && !ctx_zero) {
-        const uint64_t n = (uint64_t) slots * (uint64_t) opt.server.kv_unified_per_slot;
-        if (n > k_max_n_ctx) {
-            throw option_error({"kv_unified_per_slot", "n_seq_max"},
-                               fmt::format("kv_unified_per_slot {} x {} slots = {} cells exceeds {} (the largest context)",
-                                           opt.server.kv_unified_per_slot, slots, n, k_max_n_ctx));
-        }
-        opt.ctx.n_ctx = (uint32_t) n;
-        return fmt::format("--kv-unified-per-slot {} x {} slot(s) = {}", opt.server.kv_unified_per_slot, slots, opt.ctx.n_ctx) +
-               fit_note(opt);
-    }
-    if (opt.ctx.n_ctx != 0) return "-c as given" + fit_note(opt);
-    if (!opt.fit.enabled) {
-        opt.ctx.n_ctx = n_ctx_train;
-        return fmt::format("n_ctx_train {} for all {} slot(s) together (-c {}, --fit off: llama_context's default)", n_ctx_train,
-                           slots, ctx_zero ? "0" : "absent");
-    }
     const int64_t free = device_bytes(opt);
     const auto used_at = [&](uint32_t n) { return device_use(opt, n); };
     const int64_t unlimited = std::numeric_limits<int64_t>::max() / 4;
@@ -94,6 +90,20 @@ std::string size_server_context(replay_options & opt) {
     opt.ctx.n_ctx = r.n_ctx;
     if (free >= 0 && !r.fits) opt.memory_warning = memory_warning_text(device_use(opt, r.n_ctx), free);
     return (ctx_zero ? "-c 0 (or -fitc 4294967295): " : "-c absent: ") + fit_line(opt, n_ctx_train, slots, r, free);
+}
+}  // namespace
+
+std::string size_server_context(replay_options & opt) {
+    resolve_parallel_auto(opt);
+    // the slots first: a count out of range would size a context from it (compute_context_sizes' message)
+    (void) compute_context_sizes(opt.model, [&] { context_params p = opt.ctx; p.n_ctx = 1; return p; }());
+    const bool ctx_zero = opt.fit.n_ctx_min == std::numeric_limits<uint32_t>::max();   // -c 0 (common/arg.cpp)
+    if (opt.ctx.n_ctx == 0 && opt.server.kv_unified_per_slot > 0 && !ctx_zero) return size_per_slot(opt);
+    if (opt.ctx.n_ctx != 0) return "-c as given" + fit_note(opt);
+    if (opt.fit.enabled) return size_by_fit(opt, ctx_zero);
+    opt.ctx.n_ctx = opt.model.n_ctx_train;
+    return fmt::format("n_ctx_train {} for all {} slot(s) together (-c {}, --fit off: llama_context's default)",
+                       opt.ctx.n_ctx, opt.ctx.n_seq_max, ctx_zero ? "0" : "absent") + fit_note(opt);
 }
 
 }  // namespace kvsim
