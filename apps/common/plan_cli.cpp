@@ -35,7 +35,8 @@ void plan_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--cache-ram", cache_ram, "Grid: host-RAM prompt cache in MiB (llama-server -cram; -1 = no limit, 0 = off) "
                    "[default: 8192]")
         ->delimiter(',');
-    cmd.add_option("--memory", memory, "The device's memory: 24GiB, 24576MiB or bytes (required)");
+    cmd.add_option("--memory", memory, "The device's memory: 24GiB, 24576MiB or bytes (default: the --device profile's "
+                                       "memory_mib; required for a profile without one, such as cpu)");
     cmd.add_option("--fit-target", fit_target_mib, "MiB left free on the device, as llama-server's --fit target (-fitt)")
         ->capture_default_str();
     cmd.add_option("--slo-ttft", slo_ttft, "Objective: time to first token in seconds (0 = none)")->capture_default_str();
@@ -117,9 +118,12 @@ void write_outputs(const std::string & dir, const plan_result & r) {
 
 plan_options plan_cli::finish() {
     if (base.opt.trace.empty()) throw usage_error("kvsim plan: give a request trace (or: kvsim plan merge FILE...)");
-    if (memory.empty()) throw usage_error("kvsim plan: --memory is required (the device's memory, e.g. 24GiB)");
     plan_options o;
     o.base = base.finish();
+    if (memory.empty() && o.base.device.memory_mib == 0) {
+        throw usage_error(fmt::format("kvsim plan: --memory is required: the memory of device {} is unknown (e.g. --memory 24GiB)",
+                                      o.base.device.name));
+    }
     plan_grid & g = o.grid;
     if (!n_parallel.empty()) g.n_parallel = n_parallel;
     if (!n_ctx.empty()) g.n_ctx = n_ctx;
@@ -132,7 +136,8 @@ plan_options plan_cli::finish() {
     if (!n_ubatch.empty()) g.n_ubatch = n_ubatch;
     if (!cache_ram.empty()) g.cache_ram_mib = cache_ram;
     try {
-        o.memory_bytes = parse_memory_bytes(memory);
+        // absent: the device profile's memory (nvidia-smi's total for the shipped GPUs)
+        o.memory_bytes = memory.empty() ? (int64_t) (o.base.device.memory_mib << 20) : parse_memory_bytes(memory);
     } catch (const std::invalid_argument & e) {
         throw usage_error(std::string("--memory: ") + e.what());
     }
