@@ -182,16 +182,21 @@ TEST_CASE("server_sim: one step record per llama_decode call and per restore, ki
     CHECK(kind_col == std::vector<std::string>{"decode", "decode", "restore", "restore", "decode"});
 }
 
-TEST_CASE("profile_warnings: another model shape, other weight types, -fa off") {
-    const device_profile d = device_preset("rtx-4090");   // calibrated on llama-3-8b, q4_K_M + f16
-    CHECK(profile_warnings(d, model_preset("llama-3.1-8b"), "q4_K_M", true).empty());   // same shape as llama-3-8b
-    CHECK(profile_warnings(d, model_preset("llama-3-8b"), "f16", true).empty());
-    CHECK(profile_warnings(d, model_preset("qwen2.5-0.5b"), "q4_K_M", true) ==
+TEST_CASE("profile_warnings: another model shape, other weight types, other K/V types, -fa off") {
+    const device_profile d = device_preset("rtx-4090");   // calibrated on llama-3-8b, q4_K_M + f16, f16 K/V
+    const std::vector<std::string> f16kv{"f16/f16"};
+    CHECK(profile_warnings(d, model_preset("llama-3.1-8b"), "q4_K_M", f16kv, true).empty());   // same shape as llama-3-8b
+    CHECK(profile_warnings(d, model_preset("llama-3-8b"), "f16", f16kv, true).empty());
+    CHECK(profile_warnings(d, model_preset("qwen2.5-0.5b"), "q4_K_M", f16kv, true) ==
           std::vector<std::string>{"profile rtx-4090 was calibrated on llama-3-8b, not qwen2.5-0.5b: its fitted efficiencies are another model's"});
-    CHECK(profile_warnings(d, model_preset("llama-3-8b"), "q4_0", true) ==
+    CHECK(profile_warnings(d, model_preset("llama-3-8b"), "q4_0", f16kv, true) ==
           std::vector<std::string>{"profile rtx-4090 was calibrated on q4_K_M + f16 weights, not q4_0: the GEMMs on other weight types differ"});
-    CHECK(profile_warnings(device_preset("h100"), model_preset("llama-3-8b"), "q4_0", false) ==
-          std::vector<std::string>{"-fa off is not modelled: the simulated times are those of flash attention"});
+    CHECK(profile_warnings(d, model_preset("llama-3-8b"), "f16", {"f16/f16", "q8_0/q8_0", "q8_0/q8_0", "q4_0/f16"}, true) ==
+          std::vector<std::string>{"profile rtx-4090 was calibrated with f16/f16 K/V, not q8_0/q8_0, q4_0/f16: attention on other "
+                                   "cache types reads other bytes through other kernels"});
+    CHECK(profile_warnings(device_preset("h100"), model_preset("llama-3-8b"), "q4_0", {"q8_0/q8_0"}, false) ==
+          std::vector<std::string>{"-fa off is not modelled: the simulated times are those of flash attention"});   // no kv recorded
+    CHECK(kv_types_name(ggml_type::q8_0, ggml_type::f16) == "q8_0/f16");
 }
 
 TEST_CASE("bench_coverage: the llama-bench command for the calls a replay made, by hand") {

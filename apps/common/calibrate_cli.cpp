@@ -78,8 +78,13 @@ int calibrate_cli::run(std::ostream & term) {
     for (const auto & f : files) src.push_back(f);
     std::vector<double> errs;
     for (const auto & p : r.points) errs.push_back(p.error());
-    j["calibration"] = {{"model", m.name}, {"weights", r.weights_text()}, {"files", src}, {"results", r.points.size()},
-                        {"base_device", base.name}, {"notes", r.notes}};
+    std::vector<std::string> kv;   // the runs' K/V cache types, in order of first appearance
+    for (const auto & p : r.points) {
+        const std::string t = p.bench.type_k + "/" + p.bench.type_v;
+        if (std::find(kv.begin(), kv.end(), t) == kv.end()) kv.push_back(t);
+    }
+    j["calibration"] = {{"model", m.name}, {"weights", r.weights_text()}, {"kv", fmt::format("{}", fmt::join(kv, " + "))},
+                        {"files", src}, {"results", r.points.size()}, {"base_device", base.name}, {"notes", r.notes}};
     // the profile must load back (kvsim replay --device FILE): a fit outside parse_device_profile's
     // ranges is refused here, not by a later replay
     double max_fraction = r.profile.weight_read_fraction;

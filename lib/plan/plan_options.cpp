@@ -210,7 +210,11 @@ plan_header plan_header_of(const plan_options & o) {
     h.n_points = o.n_points();
     h.shard = o.shard;
     h.options = {{"grid", grid_json(o.grid)}, {"base", base_json(o.base)}, {"trace", trace_fingerprint(o.base.trace)}};
-    h.warnings = profile_warnings(o.base.device, o.base.model, h.weights, o.base.ctx.flash_attn);
+    std::vector<std::string> kv;   // every K/V pair of the grid
+    for (const ggml_type tk : o.grid.type_k) {
+        for (const ggml_type tv : o.grid.type_v.empty() ? std::vector<ggml_type>{tk} : o.grid.type_v) kv.push_back(kv_types_name(tk, tv));
+    }
+    h.warnings = profile_warnings(o.base.device, o.base.model, h.weights, kv, o.base.ctx.flash_attn);
     if (o.find_rate) h.options["find_rate"] = {{"slo_attainment", o.slo_attainment}, {"rate_steps", o.rate_steps}};
     return h;
 }

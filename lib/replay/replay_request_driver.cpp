@@ -223,7 +223,8 @@ public:
         if (tt.interrupted) rep.summary["interrupted"] = {{"at_step", tt.steps}, {"sim_seconds", tt.sim_seconds}};
         rep.rows = request_terminal_rows(opt_, ctx, totals, lat, occ);
         // right under the simulated times: why they may not hold
-        const auto warnings = profile_warnings(tm.device, ctx.model(), tm.weights_name(), ctx.params().flash_attn);
+        const auto warnings = profile_warnings(tm.device, ctx.model(), tm.weights_name(),
+                                               {kv_types_name(ctx.params().type_k, ctx.params().type_v)}, ctx.params().flash_attn);
         if (!warnings.empty()) rep.summary["time_model_warnings"] = warnings;
         const auto sim = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto & r) { return r.first == "simulated time"; });
         size_t at = sim == rep.rows.end() ? rep.rows.size() : (size_t) (sim - rep.rows.begin()) + 1;

@@ -4,6 +4,7 @@
 // `kvsim calibrate` writes fitted ones. Format and units: docs/time-model.md.
 #pragma once
 
+#include "core/ggml_type.h"
 #include "model/model.h"
 
 #include <nlohmann/json.hpp>
@@ -44,6 +45,8 @@ struct device_profile {
     // the model preset and the weight types; empty for a datasheet or host profile.
     std::string calibrated_model{};
     std::vector<std::string> calibrated_weights{};
+    // The K/V cache types of its calibration runs as "type_k/type_v" ("f16/f16"); empty when not recorded.
+    std::vector<std::string> calibrated_kv{};
 
     bool attention_linear() const { return attention == "linear"; }
     double gemm_fraction_at(double tokens) const;
@@ -51,10 +54,13 @@ struct device_profile {
 
 // A shipped profile by name (h200 h100 a100 cpu). Throws std::invalid_argument listing them.
 // Why this profile's simulated times may not hold for a replay, one sentence each: a calibration on
-// another model shape or on other weight types, and -fa off (not modelled: the times are flash
+// another model shape, on other weight types or on other K/V cache types (kv: the replay's "type_k/type_v" pairs,
+// several for a plan's grid), and -fa off (not modelled: the times are flash
 // attention's). Empty when none applies.
 std::vector<std::string> profile_warnings(const device_profile & d, const model_shape & m, const std::string & weights,
-                                          bool flash_attn);
+                                          const std::vector<std::string> & kv, bool flash_attn);
+// "type_k/type_v", as a profile's calibration.kv records a K/V cache type pair.
+std::string kv_types_name(ggml_type type_k, ggml_type type_v);
 
 device_profile device_preset(const std::string & name);
 std::vector<std::string> device_preset_names();
