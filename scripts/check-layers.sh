@@ -10,6 +10,8 @@
 # A folder is lib/<name> (core, util, kv, model, trace, drive, time, sched, report, replay, timing, bench),
 # kernels/cuda (cuda), the rest of kernels/ (kernels) or apps/ (apps). An include is resolved as the
 # compiler would: next to the including file, then lib/, kernels/, kernels/cuda/, apps/.
+# started as `sh scripts/check-layers.sh` (dash: no pipefail, no arrays): run again under bash
+if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 set -euo pipefail
 
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -51,33 +53,49 @@ while IFS=: read -r from tos; do
   n=$((n + 1))
 done <<< "$LAYERS"
 
-folder_of() {  # path relative to ROOT -> folder name (empty: not checked)
+# The helpers set a variable instead of printing: a command substitution forks, and the loop below runs them for
+# every #include of the tree (about 2000): with forks the check took 20-25 s, longer on a loaded machine.
+folder_of() {  # path relative to ROOT -> FOLDER (empty: not checked)
   case "$1" in
-    lib/*/*) local r=${1#lib/}; echo "${r%%/*}" ;;
-    kernels/cuda/*) echo cuda ;;
-    kernels/*) echo kernels ;;
-    apps/*) echo apps ;;
-    *) echo "" ;;
+    lib/*/*) FOLDER=${1#lib/}; FOLDER=${FOLDER%%/*} ;;
+    kernels/cuda/*) FOLDER=cuda ;;
+    kernels/*) FOLDER=kernels ;;
+    apps/*) FOLDER=apps ;;
+    *) FOLDER="" ;;
   esac
 }
 
-resolve() {  # including file, include name -> path relative to ROOT (empty: not in the tree)
-  local dir inc=$2 c
-  dir=$(dirname "$1")
+normalize() {  # a/./b/../c -> NORM=a/c (what realpath -m --relative-to gives inside the tree, without a fork)
+  local -a out=()
+  local part IFS=/
+  for part in $1; do
+    case "$part" in
+      '' | .) ;;
+      ..) [ ${#out[@]} -gt 0 ] && unset 'out[-1]' ;;
+      *) out+=("$part") ;;
+    esac
+  done
+  NORM="${out[*]}"
+}
+
+resolve() {  # including file, include name -> TARGET, a path relative to ROOT (empty: not in the tree)
+  local dir=${1%/*} inc=$2 c
+  TARGET=""
   for c in "$dir/$inc" "lib/$inc" "kernels/$inc" "kernels/cuda/$inc" "apps/$inc"; do
-    if [ -f "$ROOT/$c" ]; then
-      realpath -m --relative-to="$ROOT" "$ROOT/$c"
+    if [ -f "$c" ]; then
+      normalize "$c"
+      TARGET=$NORM
       return
     fi
   done
-  echo ""
 }
 
 bad=0
 cd "$ROOT"
 while IFS= read -r hit; do
   file=${hit%%:*}; rest=${hit#*:}; line=${rest%%:*}; text=${rest#*:}
-  from=$(folder_of "$file")
+  folder_of "$file"
+  from=$FOLDER
   [ -n "$from" ] || continue
   if [[ $text =~ \#[[:space:]]*include[[:space:]]*\<CLI/ ]]; then
     if [ "$from" != apps ]; then
@@ -88,9 +106,11 @@ while IFS= read -r hit; do
   fi
   [[ $text =~ \#[[:space:]]*include[[:space:]]*\"([^\"]+)\" ]] || continue
   inc=${BASH_REMATCH[1]}
-  target=$(resolve "$file" "$inc")
+  resolve "$file" "$inc"
+  target=$TARGET
   [ -n "$target" ] || continue   # not in the tree: a system or toolkit header
-  to=$(folder_of "$target")
+  folder_of "$target"
+  to=$FOLDER
   if [ -z "$to" ]; then
     echo "$file:$line: includes $target, outside apps/, lib/ and kernels/"
     bad=$((bad + 1))
