@@ -57,13 +57,15 @@ json request_totals_json(const request_trace & t, const server_totals & tt, cons
             {"context_checkpoints", {{"created", tt.checkpoints_created}, {"restored", tt.checkpoints_restored}}}};
 }
 
-// summary.json's "server": the llama-server options the run used.
-json server_json(const server_params & s, const server_sim & sim) {
+// summary.json's "server": the llama-server options the run used, as server_sim applied them (--context-shift and
+// --cache-idle-slots may be turned off the way the real server turns them off).
+json server_json(const server_sim & sim) {
+    const server_params & s = sim.params();
     return {{"arrivals", s.arrivals == arrival_mode::trace ? "trace" : "saturate"},
-            {"context_shift", sim.params().context_shift}, {"context_shift_refused", sim.context_shift_refused()},
+            {"context_shift", s.context_shift}, {"context_shift_refused", sim.context_shift_refused()},
             {"n_keep", s.n_keep}, {"cont_batching", s.cont_batching},
             {"cache_prompt", s.cache_prompt}, {"cache_ram_mib", s.cache_ram_mib},
-            {"cache_idle_slots", s.cache_idle_slots && s.cache_ram_mib != 0}, {"n_ctx_checkpoints", s.n_ctx_checkpoints},
+            {"cache_idle_slots", s.cache_idle_slots}, {"n_ctx_checkpoints", s.n_ctx_checkpoints},
             {"checkpoint_min_step", s.checkpoint_min_step},
             {"slot_prompt_similarity", std::stod(fmt::format("{}", s.slot_prompt_similarity))},
             {"n_ctx_slot", sim.n_ctx_slot()}};
@@ -106,18 +108,18 @@ std::string load_line(const json & l) {
     return s;
 }
 
-// The terminal's "context shifts" row: the count, or why --context-shift was turned off (as llama-server does).
-std::string context_shift_line(const replay_options & opt, const context & ctx, const json & totals) {
+// The terminal's "context shifts" row: the count, or why --context-shift was turned off (server_sim::context_shift_refused).
+std::string context_shift_line(bool refused, const context & ctx, const json & totals) {
     const std::string n = std::to_string(totals["context_shifts"].get<uint64_t>());
-    if (!opt.server.context_shift || ctx.memory().get_can_shift()) return n;
+    if (!refused) return n;
     const auto c = ctx.memory().caches();
     return fmt::format("{}: --context-shift is off, as llama-server turns it off (\"ctx_shift is not supported by this "
                        "context\"): the SWA cache ({} cells) is smaller than the base cache ({}); --swa-full makes them equal",
                        n, c.back()->get_size(), c.front()->get_size());
 }
 
-terminal_rows request_terminal_rows(const replay_options & opt, const context & ctx, const json & totals, const json & lat,
-                                    const occupancy_recorder & occ) {
+terminal_rows request_terminal_rows(const replay_options & opt, const server_sim & sim, const context & ctx, const json & totals,
+                                    const json & lat, const occupancy_recorder & occ) {
     const auto & oc = lat["outcomes"];
     return {
         {"context", context_line(ctx)},
@@ -132,7 +134,7 @@ terminal_rows request_terminal_rows(const replay_options & opt, const context & 
                                              totals["steps"].get<uint64_t>(), totals["decode_calls"].get<uint64_t>(),
                                              totals["decode_no_slot"].get<uint64_t>(), totals["batch_halvings"].get<uint64_t>(),
                                              totals["idle_slot_purges"].get<uint64_t>())},
-        {"context shifts", context_shift_line(opt, ctx, totals)},
+        {"context shifts", context_shift_line(sim.context_shift_refused(), ctx, totals)},
         {"prefix reuse", fmt::format("{} hits, {} tokens", totals["prefix_reuse_hits"].get<uint64_t>(),
                                      totals["prefix_tokens_reused"].get<uint64_t>())},
         {"RAM prompt cache", ram_cache_line(opt, totals["ram_cache"])},
@@ -211,7 +213,7 @@ public:
         replay_report rep;
         rep.summary = {{"kind", "request_trace"},
                        {"format", request_format_name(trace_.format)},
-                       {"server", server_json(opt_.server, *sim_)},
+                       {"server", server_json(*sim_)},
                        {"step_time_model", tm.describe()},
                        {"device", device_profile_json(tm.device)},
                        {"weights", weights_json(tm)},
@@ -221,7 +223,7 @@ public:
                        {"bookkeeping_tokens_per_second",
                         wall > 0 ? (double) (tt.prompt_tokens_decoded + tt.gen_tokens_decoded) / wall : 0}};
         if (tt.interrupted) rep.summary["interrupted"] = {{"at_step", tt.steps}, {"sim_seconds", tt.sim_seconds}};
-        rep.rows = request_terminal_rows(opt_, ctx, totals, lat, occ);
+        rep.rows = request_terminal_rows(opt_, *sim_, ctx, totals, lat, occ);
         // right under the simulated times: why they may not hold
         const auto warnings = profile_warnings(tm.device, ctx.model(), tm.weights_name(),
                                                {kv_types_name(ctx.params().type_k, ctx.params().type_v)}, ctx.params().flash_attn);

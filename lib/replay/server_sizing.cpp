@@ -96,7 +96,9 @@ std::string size_by_fit(replay_options & opt, bool ctx_zero) {
 std::string size_server_context(replay_options & opt) {
     resolve_parallel_auto(opt);
     // the slots first: a count out of range would size a context from it (compute_context_sizes' message)
-    (void) compute_context_sizes(opt.model, [&] { context_params p = opt.ctx; p.n_ctx = 1; return p; }());
+    context_params probe = opt.ctx;
+    probe.n_ctx = 1;
+    (void) compute_context_sizes(opt.model, probe);
     const bool ctx_zero = opt.fit.n_ctx_min == std::numeric_limits<uint32_t>::max();   // -c 0 (common/arg.cpp)
     if (opt.ctx.n_ctx == 0 && opt.server.kv_unified_per_slot > 0 && !ctx_zero) return size_per_slot(opt);
     if (opt.ctx.n_ctx != 0) return "-c as given" + fit_note(opt);
