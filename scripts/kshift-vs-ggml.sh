@@ -18,7 +18,9 @@ for a in libkvsim_kernels.a libkvsim_core.a; do
     [[ -f $build/$a ]] || { echo "kshift-vs-ggml: $build/$a missing (build the kvsim_kernels target)" >&2; exit 2; }
 done
 exe=$build/kshift_vs_ggml
-g++ -std=gnu++20 -O2 -march=native -Wall -Wextra -I"$work/inc" -I"$root/kernels" -I"$root/lib" -isystem /usr/include/eigen3 \
+# KVSIM_TOOL_FLAGS: extra compile/link flags matching the build's (ctest sets the sanitizer ones in an ASan build).
+# shellcheck disable=SC2086
+g++ ${KVSIM_TOOL_FLAGS:-} -std=gnu++20 -O2 -march=native -Wall -Wextra -I"$work/inc" -I"$root/kernels" -I"$root/lib" -isystem /usr/include/eigen3 \
     "$root/tests/tools/kshift_vs_ggml.cpp" -o "$exe" "$build/libkvsim_kernels.a" "$build/libkvsim_core.a" \
     "$lib/libggml.v0.5.0.so" "$lib/libggml-base.so" -Wl,-rpath,"$lib" -lpthread
 "$exe" "$lib" "$@"
