@@ -175,6 +175,11 @@ void replay_cli::add_server(CLI::App & cmd) {
     request_only.push_back(cmd.add_flag("--cont-batching,!--no-cont-batching", o.server.cont_batching,
                                         "Continuous batching (llama-server -cb, the default; -nocb: a prompt is processed only "
                                         "when no slot is generating)"));
+    request_only.push_back(cmd.add_option("--cache-reuse", o.server.n_cache_reuse,
+                                          "Minimum run of cached tokens that a new prompt reuses at another position by KV "
+                                          "shifting (llama-server --cache-reuse; 0 = off; the --fim-qwen-* presets set 256). "
+                                          "Needs a trace whose prompts say their content (Mooncake hash_ids)")
+                               ->capture_default_str());
     request_only.insert(request_only.end(), shift_only.begin(), shift_only.end());
 }
 
@@ -384,6 +389,7 @@ const flag_names & replay_cli::flags_of_fields() {
         {"verify", "--verify"}, {"measured_step_time", "--step-time measured"}, {"time_budget_s", "--time-budget"},
         {"time_layers", "--time-layers"}, {"rate_scale", "--rate-scale"}, {"fit_ctx", "--fit-ctx"},
         {"fit_target", "--fit-target"}, {"device_memory", "--device-memory"}, {"kv_unified_per_slot", "--kv-unified-per-slot"},
+        {"n_cache_reuse", "--cache-reuse"},
     };
     return flags;
 }

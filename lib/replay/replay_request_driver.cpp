@@ -49,6 +49,7 @@ json request_totals_json(const request_trace & t, const server_totals & tt, cons
             {"batch_halvings", tt.batch_halvings}, {"idle_slot_purges", tt.idle_slot_purges},
             {"context_exceeded_events", tt.context_exceeded}, {"context_shifts", tt.context_shifts},
             {"prefix_reuse_hits", tt.prefix_hits}, {"prefix_tokens_reused", tt.prefix_tokens_reused},
+            {"cache_reuse", {{"chunks", tt.cache_reuse_chunks}, {"tokens", tt.cache_reuse_tokens}}},
             {"prompt_tokens_decoded", tt.prompt_tokens_decoded}, {"gen_tokens_decoded", tt.gen_tokens_decoded},
             {"sim_seconds", tt.sim_seconds}, {"swa_reused_cells", swa_reused},
             {"ram_cache", {{"saves", tt.ram_saves}, {"restores", tt.ram_restores}, {"cells_restored", tt.ram_cells_restored},
@@ -64,6 +65,7 @@ json server_json(const server_sim & sim) {
     return {{"arrivals", s.arrivals == arrival_mode::trace ? "trace" : "saturate"},
             {"context_shift", s.context_shift}, {"context_shift_refused", sim.context_shift_refused()},
             {"n_keep", s.n_keep}, {"cont_batching", s.cont_batching},
+            {"n_cache_reuse", s.n_cache_reuse}, {"cache_reuse_refused", sim.cache_reuse_refused()},
             {"cache_prompt", s.cache_prompt}, {"cache_ram_mib", s.cache_ram_mib},
             {"cache_idle_slots", s.cache_idle_slots}, {"n_ctx_checkpoints", s.n_ctx_checkpoints},
             {"checkpoint_min_step", s.checkpoint_min_step},
@@ -118,6 +120,17 @@ std::string context_shift_line(bool refused, const context & ctx, const json & t
                        n, c.back()->get_size(), c.front()->get_size());
 }
 
+// The terminal's "cache reuse" row (--cache-reuse): chunks moved by KV shifting, off, or refused like context shift.
+std::string cache_reuse_line(const server_sim & sim, const json & cr) {
+    if (sim.cache_reuse_refused()) {
+        return "off: --cache-reuse is off, as llama-server turns it off (\"cache_reuse is not supported by this context\"); "
+               "--swa-full makes the SWA cache the base cache's size";
+    }
+    if (sim.params().n_cache_reuse == 0) return "off (--cache-reuse 0, llama-server's default)";
+    return fmt::format("{} chunks of >= {} tokens, {} tokens (part of the prefix reuse above)", cr["chunks"].get<uint64_t>(),
+                       sim.params().n_cache_reuse, cr["tokens"].get<uint64_t>());
+}
+
 terminal_rows request_terminal_rows(const replay_options & opt, const server_sim & sim, const context & ctx, const json & totals,
                                     const json & lat, const occupancy_recorder & occ) {
     const auto & oc = lat["outcomes"];
@@ -137,6 +150,7 @@ terminal_rows request_terminal_rows(const replay_options & opt, const server_sim
         {"context shifts", context_shift_line(sim.context_shift_refused(), ctx, totals)},
         {"prefix reuse", fmt::format("{} hits, {} tokens", totals["prefix_reuse_hits"].get<uint64_t>(),
                                      totals["prefix_tokens_reused"].get<uint64_t>())},
+        {"cache reuse", cache_reuse_line(sim, totals["cache_reuse"])},
         {"RAM prompt cache", ram_cache_line(opt, totals["ram_cache"])},
         {"context checkpoints", opt.model.has_swa() && !opt.ctx.swa_full && opt.server.n_ctx_checkpoints > 0
                                     ? fmt::format("{} created, {} restored", totals["context_checkpoints"]["created"].get<uint64_t>(),

@@ -1,6 +1,7 @@
 #include "sched/prompt_cache.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace kvsim {
 
@@ -57,6 +58,39 @@ int32_t prompt_tokens::common_prefix(const prompt_tokens & o, int32_t block_toke
     const bool equal_prompts = lcp == req->n_prompt && lcp == o.req->n_prompt;
     if (equal_prompts && !shifted && !o.shifted) return std::min(n, o.n);
     return std::min({lcp, n_head, o.n_head});
+}
+
+namespace {
+// Whether prompt position i of r lies in a listed hash_id block (else its token is unique to r).
+bool in_block(const request & r, int32_t i, int32_t block) { return (size_t) (i / block) < r.hash_ids.size(); }
+}  // namespace
+
+int32_t prompt_tokens::match_run(int32_t i, const request & rq, int32_t j, int32_t block_tokens) const {
+    if (!req) return 0;
+    const request & a = *req;
+    const int32_t i0 = i;
+    while (i < n_head && j < rq.n_prompt) {
+        const bool ha = in_block(a, i, block_tokens), hb = in_block(rq, j, block_tokens);
+        int32_t step = INT32_MAX;
+        if (ha && hb) {
+            if (i % block_tokens != j % block_tokens || a.hash_ids[(size_t) (i / block_tokens)] != rq.hash_ids[(size_t) (j / block_tokens)]) break;
+            step = block_tokens - i % block_tokens;
+        } else if (ha || hb || &a != &rq || i != j) {
+            break;
+        }
+        step = std::min({step, n_head - i, rq.n_prompt - j});
+        i += step;
+        j += step;
+    }
+    return i - i0;
+}
+
+int32_t prompt_tokens::next_candidate(int32_t i, const request & rq, int32_t j, int32_t block_tokens) const {
+    if (!req || i >= n_head || j >= rq.n_prompt) return n_head;
+    if (!in_block(rq, j, block_tokens)) return &rq == req && i <= j ? j : n_head;   // request-unique: only itself
+    const int32_t k = j % block_tokens;   // a block token equals only the same block's token at the same offset
+    const int64_t next = (int64_t) i + ((k - i % block_tokens) % block_tokens + block_tokens) % block_tokens;
+    return (int32_t) std::min<int64_t>(next, n_head);
 }
 
 size_t server_prompt::checkpoint_bytes() const {

@@ -38,6 +38,13 @@ struct prompt_tokens {
     // get_common_prefix of two token lists. Equal prompts generate equal tokens (greedy sampling
     // with the same weights), so two unshifted lists with equal prompts share min(n, other.n).
     int32_t common_prefix(const prompt_tokens & o, int32_t block_tokens) const;
+    // The run of equal tokens from this list's position i and rq's prompt position j, as the --cache-reuse loop of
+    // update_slots compares them: tokens of one hash_id block at one offset are equal, request-unique tokens only
+    // to themselves, tokens past n_head to nothing (the oracle's token ids; docs/trace-formats.md). 0 = differ.
+    int32_t match_run(int32_t i, const request & rq, int32_t j, int32_t block_tokens) const;
+    // The first position >= i whose token can equal rq's token at j (n_head when none): the scan of the
+    // --cache-reuse loop skips the others, which it would pass one at a time without effect.
+    int32_t next_candidate(int32_t i, const request & rq, int32_t j, int32_t block_tokens) const;
 };
 
 // common_prompt_checkpoint: the SWA cache of one sequence, saved before a prompt chunk is decoded.

@@ -69,6 +69,11 @@ server_sim::server_sim(op_runner & run, const server_params & p, const step_time
         p_.context_shift = false;
         context_shift_refused_ = true;
     }
+    // ... and "cache_reuse is not supported by this context, it will be disabled"
+    if (p_.n_cache_reuse > 0 && !ctx.memory().get_can_shift()) {
+        p_.n_cache_reuse = 0;
+        cache_reuse_refused_ = true;
+    }
     slots_.resize(ctx.params().n_seq_max);
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = (int) i;
     if (p_.cache_ram_mib != 0) ram_ = std::make_unique<prompt_cache>(p_.cache_ram_mib, ctx.sizes().n_ctx, p_.block_tokens);
@@ -325,6 +330,7 @@ bool server_sim::start_prompt(slot_t & s) {
         return false;
     }
     int32_t n_past = p_.cache_prompt ? s.prompt.tokens.common_prefix(rq, p_.block_tokens) : 0;
+    if (p_.cache_prompt && p_.n_cache_reuse > 0) n_past = reuse_chunks(s, n_past);
     n_past = reuse_from_checkpoint(s, n_past);
     if (n_past == rq.n_prompt && n_past > 0) --n_past;   // [TAG_PROMPT_LOGITS]
     r.n_prefix_reused = n_past;
@@ -338,6 +344,33 @@ bool server_sim::start_prompt(slot_t & s) {
     tok.n_head = tok.n;
     tok.shifted = false;
     return true;
+}
+
+// --cache-reuse (update_slots: "reuse chunks from the cached prompt by shifting their KV cache in the new position"):
+// past the common prefix, every run of at least n_cache_reuse cached tokens equal to the prompt's next tokens moves to
+// its prompt position (seq_rm of the gap before it, seq_add of the run; the cache K-shifts at the next decode), and
+// the slot's tokens there become the prompt's. Returns the new n_past. Upstream scans the cache one token at a time;
+// next_candidate skips the tokens that cannot match, and the scan ends at n_head (later tokens match nothing).
+int32_t server_sim::reuse_chunks(slot_t & s, int32_t n_past) {
+    const request & rq = trace_->requests[s.task];
+    const prompt_tokens & tok = s.prompt.tokens;
+    const int32_t block = p_.block_tokens;
+    int32_t head_c = n_past, head_p = n_past;
+    while (head_p < rq.n_prompt && (head_c = tok.next_candidate(head_c, rq, head_p, block)) < tok.n_head) {
+        const int32_t n_match = tok.match_run(head_c, rq, head_p, block);
+        if (n_match < p_.n_cache_reuse) {
+            ++head_c;
+            continue;
+        }
+        run_.seq_rm(s.id, head_p, head_c, next_line());
+        run_.seq_add(s.id, head_c, head_c + n_match, head_p - head_c, next_line());
+        n_past += n_match;
+        head_c += n_match;
+        head_p += n_match;
+        ++totals_.cache_reuse_chunks;
+        totals_.cache_reuse_tokens += (uint64_t) n_match;
+    }
+    return n_past;
 }
 
 // pos_min_thold and the context-checkpoint search of update_slots. Returns the new n_past. A

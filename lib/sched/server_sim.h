@@ -37,6 +37,8 @@ struct server_totals {
     uint64_t context_shifts = 0;
     uint64_t prefix_hits = 0;        // requests that kept cached tokens (n_past > 0)
     uint64_t prefix_tokens_reused = 0;
+    uint64_t cache_reuse_chunks = 0; // --cache-reuse: cached runs moved to their new prompt position (seq_rm + seq_add)
+    uint64_t cache_reuse_tokens = 0;
     uint64_t prompt_tokens_decoded = 0;
     uint64_t gen_tokens_decoded = 0;
     // host-RAM prompt cache (server_prompt_cache)
@@ -76,6 +78,8 @@ public:
     int32_t n_ctx_slot() const { return n_ctx_slot_; }
     // --context-shift was given but the memory cannot shift (llama_memory_can_shift), so it is off, as upstream.
     bool context_shift_refused() const { return context_shift_refused_; }
+    // --cache-reuse was given but the memory cannot shift, so it is off, as upstream.
+    bool cache_reuse_refused() const { return cache_reuse_refused_; }
     const server_params & params() const { return p_; }
 
 private:
@@ -95,6 +99,7 @@ private:
     void context_shift(slot_t & s);
     void pre_decode(std::vector<batch_tok> & batch);
     bool start_prompt(slot_t & s);
+    int32_t reuse_chunks(slot_t & s, int32_t n_past);
     int32_t reuse_from_checkpoint(slot_t & s, int32_t n_past);
     void add_prompt_chunk(slot_t & s, std::vector<batch_tok> & batch);
     void create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos pos_min, llama_pos pos_max);
@@ -109,6 +114,7 @@ private:
     server_params p_;
     int32_t n_ctx_slot_;
     bool context_shift_refused_ = false;
+    bool cache_reuse_refused_ = false;
     int32_t n_swa_;                  // the server's n_swa: the model's window, 0 with --swa-full
     std::vector<slot_t> slots_;
     std::vector<request_result> results_;
