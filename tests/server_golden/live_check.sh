@@ -3,7 +3,8 @@
 # (../shared/tools/server-oracle, built by its build.sh into $WORK) twice each and checks that the
 # server still issues exactly expected/NAME.ops.csv (record.sh --check). Run by ctest as
 # server_oracle_live; exit 77 (ctest: skipped) when ../shared or the built server is absent.
-# The two largest real-trace slices (about 3 minutes together) run only with LIVE_ALL=1.
+# The two largest real-trace slices and the two editor-trace slices (about 6 minutes together on 2 cores) run only
+# with LIVE_ALL=1.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ORACLE="$HERE/../../../shared/tools/server-oracle"
@@ -15,7 +16,7 @@ fi
 names=()
 for f in "$HERE"/*.scn; do
   n="$(basename "$f" .scn)"
-  case "$n" in mooncake30_kvu|azure60_kvu) [ "${LIVE_ALL:-0}" = 1 ] || continue;; esac
+  case "$n" in mooncake30_kvu|azure60_kvu|editor_reuse|editor_noreuse) [ "${LIVE_ALL:-0}" = 1 ] || continue;; esac
   names+=("$n")
 done
 exec "$ORACLE/record.sh" --check "$HERE" "${names[@]}"
