@@ -44,12 +44,30 @@ std::vector<std::vector<llama_pos>> in_cell_order(const std::vector<saved_cells>
 void prompt_tokens::keep_first(int32_t k) {
     n = std::min(n, std::max(0, k));
     n_head = std::min(n_head, n);
+    tail_n = std::clamp(n - tail_pos, 0, tail_n);
+}
+
+void prompt_tokens::discard(int32_t p0, int32_t n_discard) {
+    const int32_t p1 = p0 + n_discard;
+    // The run of prompt tokens that continues past p1: the head's, when it reaches past p0 (then there is no tail
+    // yet: a tail starts at n_keep, where a shift leaves the head), else the tail's (which starts at p0).
+    int32_t pos = tail_pos, src = tail_src, len = tail_n;
+    if (n_head > p0) {
+        pos = 0;
+        src = 0;
+        len = n_head;
+    }
+    const int32_t from = std::max(pos, p1);
+    tail_n = std::max(0, pos + len - from);
+    tail_src = src + (from - pos);
+    tail_pos = from - n_discard;
+    n_head = std::min(n_head, p0);
+    n -= n_discard;
+    shifted = true;
 }
 
 int32_t prompt_tokens::common_prefix(const request & rq, int32_t block_tokens) const {
-    if (!req || n_head == 0) return 0;
-    const int32_t lcp = &rq == req ? rq.n_prompt : prompt_common_prefix(*req, rq, block_tokens);
-    return std::min(lcp, n_head);
+    return match_run(0, rq, 0, block_tokens);
 }
 
 int32_t prompt_tokens::common_prefix(const prompt_tokens & o, int32_t block_tokens) const {
@@ -63,34 +81,64 @@ int32_t prompt_tokens::common_prefix(const prompt_tokens & o, int32_t block_toke
 namespace {
 // Whether prompt position i of r lies in a listed hash_id block (else its token is unique to r).
 bool in_block(const request & r, int32_t i, int32_t block) { return (size_t) (i / block) < r.hash_ids.size(); }
+
+// The first position >= i of [start, start + len), whose token at `start` is prompt offset `src`, holding a block
+// token at offset k of its block (INT32_MAX when none).
+int32_t next_at_offset(int32_t i, int32_t start, int32_t src, int32_t len, int32_t k, int32_t block) {
+    const int64_t from = std::max(i, start);
+    const int64_t s = src + (from - start);
+    const int64_t pos = from + ((k - s % block) % block + block) % block;
+    return pos < (int64_t) start + len ? (int32_t) pos : INT32_MAX;
+}
 }  // namespace
+
+int32_t prompt_tokens::source_at(int32_t i, int32_t & run) const {
+    if (i < n_head) {
+        run = n_head - i;
+        return i;
+    }
+    if (i >= tail_pos && i < tail_pos + tail_n) {
+        run = tail_pos + tail_n - i;
+        return tail_src + (i - tail_pos);
+    }
+    run = 0;
+    return -1;
+}
 
 int32_t prompt_tokens::match_run(int32_t i, const request & rq, int32_t j, int32_t block_tokens) const {
     if (!req) return 0;
     const request & a = *req;
-    const int32_t i0 = i;
-    while (i < n_head && j < rq.n_prompt) {
-        const bool ha = in_block(a, i, block_tokens), hb = in_block(rq, j, block_tokens);
+    const int32_t j0 = j;
+    while (j < rq.n_prompt) {
+        int32_t avail = 0;
+        const int32_t s = source_at(i, avail);
+        if (s < 0) break;
+        const bool ha = in_block(a, s, block_tokens), hb = in_block(rq, j, block_tokens);
         int32_t step = INT32_MAX;
         if (ha && hb) {
-            if (i % block_tokens != j % block_tokens || a.hash_ids[(size_t) (i / block_tokens)] != rq.hash_ids[(size_t) (j / block_tokens)]) break;
-            step = block_tokens - i % block_tokens;
-        } else if (ha || hb || &a != &rq || i != j) {
+            if (s % block_tokens != j % block_tokens || a.hash_ids[(size_t) (s / block_tokens)] != rq.hash_ids[(size_t) (j / block_tokens)]) break;
+            step = block_tokens - s % block_tokens;
+        } else if (ha || hb || &a != &rq || s != j) {
             break;
         }
-        step = std::min({step, n_head - i, rq.n_prompt - j});
+        step = std::min({step, avail, rq.n_prompt - j});
         i += step;
         j += step;
     }
-    return i - i0;
+    return j - j0;
 }
 
 int32_t prompt_tokens::next_candidate(int32_t i, const request & rq, int32_t j, int32_t block_tokens) const {
-    if (!req || i >= n_head || j >= rq.n_prompt) return n_head;
-    if (!in_block(rq, j, block_tokens)) return &rq == req && i <= j ? j : n_head;   // request-unique: only itself
+    if (!req || j >= rq.n_prompt) return INT32_MAX;
+    if (!in_block(rq, j, block_tokens)) {   // a request-unique token: only the same request's token at offset j
+        if (&rq != req) return INT32_MAX;
+        if (j < n_head && i <= j) return j;
+        const int32_t t = tail_pos + (j - tail_src);
+        return j >= tail_src && j < tail_src + tail_n && i <= t ? t : INT32_MAX;
+    }
     const int32_t k = j % block_tokens;   // a block token equals only the same block's token at the same offset
-    const int64_t next = (int64_t) i + ((k - i % block_tokens) % block_tokens + block_tokens) % block_tokens;
-    return (int32_t) std::min<int64_t>(next, n_head);
+    return std::min(next_at_offset(i, 0, 0, n_head, k, block_tokens),
+                    next_at_offset(i, tail_pos, tail_src, tail_n, k, block_tokens));
 }
 
 size_t server_prompt::checkpoint_bytes() const {

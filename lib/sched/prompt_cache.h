@@ -22,29 +22,38 @@ namespace kvsim {
 int32_t prompt_common_prefix(const request & a, const request & b, int32_t block_tokens);
 
 // A slot's prompt.tokens (server_tokens), by reference to the request whose prompt heads it:
-// [0, n_head) are that prompt's tokens, the rest generated tokens or, after a context shift,
-// tokens that match no prompt. Generated tokens never equal a prompt token (the oracle bans them).
+// [0, n_head) are that prompt's tokens; after a context shift, [tail_pos, tail_pos + tail_n) are its tokens from
+// tail_src on, which the shift moved there; the rest are generated tokens, which never equal a prompt token (the
+// oracle bans them).
 struct prompt_tokens {
     const request * req = nullptr;
     int32_t n = 0;         // prompt.n_tokens()
     int32_t n_head = 0;    // leading tokens equal to req's prompt
-    bool shifted = false;  // a context shift moved tokens: only [0, n_head) is known
+    bool shifted = false;  // a context shift moved tokens (the generated ones then follow no known prompt)
+    int32_t tail_pos = 0, tail_src = 0, tail_n = 0;
 
     void clear() { *this = {}; }
     // server_tokens::keep_first
     void keep_first(int32_t k);
-    // server_tokens::get_common_prefix with a request's prompt
+    // The context shift's edit of the token list: [p0, p0 + n_discard) removed, the tokens after it moved down.
+    void discard(int32_t p0, int32_t n_discard);
+    // server_tokens::get_common_prefix with a request's prompt: match_run from position 0 of both
     int32_t common_prefix(const request & rq, int32_t block_tokens) const;
     // get_common_prefix of two token lists. Equal prompts generate equal tokens (greedy sampling
     // with the same weights), so two unshifted lists with equal prompts share min(n, other.n).
     int32_t common_prefix(const prompt_tokens & o, int32_t block_tokens) const;
-    // The run of equal tokens from this list's position i and rq's prompt position j, as the --cache-reuse loop of
-    // update_slots compares them: tokens of one hash_id block at one offset are equal, request-unique tokens only
-    // to themselves, tokens past n_head to nothing (the oracle's token ids; docs/trace-formats.md). 0 = differ.
+    // The run of equal tokens from this list's position i and rq's prompt position j, as server_tokens compares
+    // them: tokens of one hash_id block at one offset are equal, request-unique tokens only to themselves,
+    // generated tokens to nothing (the oracle's token ids; docs/trace-formats.md). 0 = differ.
     int32_t match_run(int32_t i, const request & rq, int32_t j, int32_t block_tokens) const;
-    // The first position >= i whose token can equal rq's token at j (n_head when none): the scan of the
+    // The first position >= i whose token can equal rq's token at j (INT32_MAX when none): the scan of the
     // --cache-reuse loop skips the others, which it would pass one at a time without effect.
     int32_t next_candidate(int32_t i, const request & rq, int32_t j, int32_t block_tokens) const;
+
+private:
+    // The offset in req's prompt of the token at position i, and in `run` how many positions from i continue it;
+    // -1 (run 0) for a generated token.
+    int32_t source_at(int32_t i, int32_t & run) const;
 };
 
 // common_prompt_checkpoint: the SWA cache of one sequence, saved before a prompt chunk is decoded.

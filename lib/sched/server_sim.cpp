@@ -282,9 +282,7 @@ void server_sim::context_shift(slot_t & s) {
     n_discard = std::clamp(n_discard, 0, std::max(0, n_left - 1));
     run_.seq_rm(s.id, n_keep, n_keep + n_discard, next_line());
     run_.seq_add(s.id, n_keep + n_discard, tok.n, -n_discard, next_line());
-    tok.n -= n_discard;
-    tok.n_head = std::min(tok.n_head, std::max(0, n_keep));
-    tok.shifted = true;
+    tok.discard(std::max(0, n_keep), n_discard);
     s.truncated = true;
     ++results_[s.task].n_shifts;
     ++totals_.context_shifts;
@@ -343,6 +341,7 @@ bool server_sim::start_prompt(slot_t & s) {
     tok.req = &rq;   // the kept tokens are rq's prompt prefix
     tok.n_head = tok.n;
     tok.shifted = false;
+    tok.tail_n = 0;   // [0, n_past) is now rq's prompt: any tail lies inside it
     return true;
 }
 
@@ -350,13 +349,13 @@ bool server_sim::start_prompt(slot_t & s) {
 // past the common prefix, every run of at least n_cache_reuse cached tokens equal to the prompt's next tokens moves to
 // its prompt position (seq_rm of the gap before it, seq_add of the run; the cache K-shifts at the next decode), and
 // the slot's tokens there become the prompt's. Returns the new n_past. Upstream scans the cache one token at a time;
-// next_candidate skips the tokens that cannot match, and the scan ends at n_head (later tokens match nothing).
+// next_candidate skips the tokens that cannot match.
 int32_t server_sim::reuse_chunks(slot_t & s, int32_t n_past) {
     const request & rq = trace_->requests[s.task];
     const prompt_tokens & tok = s.prompt.tokens;
     const int32_t block = p_.block_tokens;
     int32_t head_c = n_past, head_p = n_past;
-    while (head_p < rq.n_prompt && (head_c = tok.next_candidate(head_c, rq, head_p, block)) < tok.n_head) {
+    while (head_p < rq.n_prompt && (head_c = tok.next_candidate(head_c, rq, head_p, block)) < tok.n) {
         const int32_t n_match = tok.match_run(head_c, rq, head_p, block);
         if (n_match < p_.n_cache_reuse) {
             ++head_c;
