@@ -129,6 +129,23 @@ TEST_CASE("Mooncake sample: exact values and shared prefixes") {
     CHECK(sum_gen(t) == 1014);
 }
 
+TEST_CASE("Mooncake n_predict: the limit a request sends, absent when it sends its output length") {
+    const std::string path = scratch("predict.jsonl", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [0]}\n"
+                                                      "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 30, \"hash_ids\": [1], \"n_predict\": -1}\n"
+                                                      "{\"timestamp\": 2, \"input_length\": 10, \"output_length\": 30, \"hash_ids\": [2], \"n_predict\": 0}\n");
+    const request_trace t = read_request_trace(path);
+    REQUIRE(t.requests.size() == 3);
+    CHECK(!t.requests[0].n_predict);
+    CHECK(t.requests[1].n_predict == -1);
+    CHECK(t.requests[2].n_predict == 0);
+    for (const char * bad : {"-2", "1.5", "\"4\"", "4294967296"}) {
+        CAPTURE(bad);
+        const std::string p = scratch("predict_bad.jsonl", std::string("{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 3, "
+                                                                       "\"hash_ids\": [0], \"n_predict\": ") + bad + "}\n");
+        CHECK_THROWS_AS(read_request_trace(p), input_error);
+    }
+}
+
 TEST_CASE("rate scale: arrivals divided by the scale, order and lengths kept") {
     const std::string path = scratch("rate.jsonl", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [0]}\n"
                                                    "{\"timestamp\": 1000, \"input_length\": 20, \"output_length\": 4, \"hash_ids\": [1]}\n"

@@ -12,7 +12,7 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
         {"-no-kvu", "--no-kv-unified"}, {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
         {"-sps", "--slot-prompt-similarity"}, {"-cms", "--checkpoint-min-step"}, {"-fit", "--fit"},
         {"-fitc", "--fit-ctx"},        {"-fitt", "--fit-target"},     {"-cb", "--cont-batching"},
-        {"-nocb", "--no-cont-batching"},
+        {"-nocb", "--no-cont-batching"}, {"-n", "--predict"},
     };
     std::vector<std::string> out;
     for (int i = 0; i < argc; ++i) {

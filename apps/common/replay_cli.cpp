@@ -180,6 +180,11 @@ void replay_cli::add_server(CLI::App & cmd) {
                                           "shifting (llama-server --cache-reuse; 0 = off; the --fim-qwen-* presets set 256). "
                                           "Needs a trace whose prompts say their content (Mooncake hash_ids)")
                                ->capture_default_str());
+    request_only.push_back(cmd.add_option("--predict,--n-predict", o.server.n_predict,
+                                          "Generation limit of the requests that send none (llama-server -n; -1 = none). A "
+                                          "request sends its trace's output length unless a Mooncake line says \"n_predict\": -1 "
+                                          "(docs/trace-formats.md)")
+                               ->capture_default_str());
     request_only.insert(request_only.end(), shift_only.begin(), shift_only.end());
 }
 
@@ -389,7 +394,7 @@ const flag_names & replay_cli::flags_of_fields() {
         {"verify", "--verify"}, {"measured_step_time", "--step-time measured"}, {"time_budget_s", "--time-budget"},
         {"time_layers", "--time-layers"}, {"rate_scale", "--rate-scale"}, {"fit_ctx", "--fit-ctx"},
         {"fit_target", "--fit-target"}, {"device_memory", "--device-memory"}, {"kv_unified_per_slot", "--kv-unified-per-slot"},
-        {"n_cache_reuse", "--cache-reuse"},
+        {"n_cache_reuse", "--cache-reuse"}, {"n_predict", "-n"},
     };
     return flags;
 }

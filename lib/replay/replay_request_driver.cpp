@@ -65,7 +65,7 @@ json server_json(const server_sim & sim) {
     return {{"arrivals", s.arrivals == arrival_mode::trace ? "trace" : "saturate"},
             {"context_shift", s.context_shift}, {"context_shift_refused", sim.context_shift_refused()},
             {"n_keep", s.n_keep}, {"cont_batching", s.cont_batching},
-            {"n_cache_reuse", s.n_cache_reuse}, {"cache_reuse_refused", sim.cache_reuse_refused()},
+            {"n_cache_reuse", s.n_cache_reuse}, {"cache_reuse_refused", sim.cache_reuse_refused()}, {"n_predict", s.n_predict},
             {"cache_prompt", s.cache_prompt}, {"cache_ram_mib", s.cache_ram_mib},
             {"cache_idle_slots", s.cache_idle_slots}, {"n_ctx_checkpoints", s.n_ctx_checkpoints},
             {"checkpoint_min_step", s.checkpoint_min_step},

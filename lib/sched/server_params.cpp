@@ -29,6 +29,7 @@ void server_params::validate() const {
     check_at_least("block_tokens", block_tokens, 1);
     check_at_least("kv_unified_per_slot", kv_unified_per_slot, 0, " (0 = unset)");
     check_at_least("n_cache_reuse", n_cache_reuse, 0, " (0 = off)");
+    check_at_least("n_predict", n_predict, -1, " (-1 = no limit)");
 }
 
 }  // namespace kvsim

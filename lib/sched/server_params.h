@@ -23,10 +23,11 @@ struct server_params {
     int32_t kv_unified_per_slot = 0;     // --kv-unified-per-slot: context cap per slot; 0 = unset
     bool cont_batching = true;           // -cb / -nocb: prompts join a batch of generated tokens (else wait for an empty one)
     int32_t n_cache_reuse = 0;           // --cache-reuse: minimum run of cached tokens moved by KV shifting; 0 = off
+    int32_t n_predict = -1;              // -n / --predict: the generation limit of requests that send none; -1 = none
 
     // Throws option_error (core/errors.h), naming the field, for a value server_sim cannot run with:
     // n_keep < -1, n_discard < 0, slot_prompt_similarity outside [0, 1] (or NaN), cache_ram_mib < -1,
-    // n_ctx_checkpoints < 0, checkpoint_min_step < 0, block_tokens < 1, kv_unified_per_slot < 0, n_cache_reuse < 0.
+    // n_ctx_checkpoints < 0, checkpoint_min_step < 0, block_tokens < 1, kv_unified_per_slot < 0, n_cache_reuse < 0, n_predict < -1.
     void validate() const;
 };
 

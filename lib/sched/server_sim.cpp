@@ -54,6 +54,13 @@ size_t cache_state_bytes(const kv_cache & c, size_t cells, uint32_t n_layer, siz
 }
 }  // namespace
 
+// Tokens a request generates: its trace length, cut at its limit (server-context.cpp: n_predict_max = the task's
+// n_predict unless -1, else the server's -n); the first token always comes (n_remaining is checked after it).
+int32_t gen_target(const request & rq, int32_t server_n_predict) {
+    const int32_t limit = !rq.n_predict ? rq.n_gen : *rq.n_predict != -1 ? *rq.n_predict : server_n_predict;
+    return std::max(1, limit < 0 ? rq.n_gen : std::min(rq.n_gen, limit));
+}
+
 server_sim::server_sim(op_runner & run, const server_params & p, const step_time_model & tm)
     : run_(run), p_(p), timer_(tm, clock_), work_(run.ctx()) {
     p_.validate();
@@ -545,7 +552,7 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
     for (size_t i = 0; i < t.requests.size(); ++i) {
         results_[i].line = t.requests[i].line;
         results_[i].n_prompt = t.requests[i].n_prompt;
-        results_[i].n_gen_target = std::max<int32_t>(1, t.requests[i].n_gen);
+        results_[i].n_gen_target = gen_target(t.requests[i], p_.n_predict);
         results_[i].arrival = t.requests[i].arrival_s;
     }
     work_.next = run_.observer();

@@ -204,6 +204,10 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
             if (!id.is_number_unsigned()) throw input_error(file, r.line, excerpt(json_text(id)), "hash_ids element is not a non-negative integer");
             r.hash_ids.push_back(id.get<uint64_t>());
         }
+        if (j.contains("n_predict")) {
+            r.n_predict = json_count(j, "n_predict", file, r.line);
+            if (*r.n_predict < -1) throw input_error(file, r.line, std::to_string(*r.n_predict), "n_predict must be >= -1 (-1 = no limit)");
+        }
         t.requests.push_back(std::move(r));
     }
 }

@@ -14,13 +14,16 @@ enum class request_format { azure, mooncake, burstgpt };
 // One request. arrival_s: seconds after the first request of the trace (first = 0);
 // n_prompt > 0 and n_gen >= 0 are token counts; hash_ids (Mooncake only, else empty) are the
 // ids of the request's consecutive 512-token prompt blocks, equal ids = shareable prefix KV.
-// `line` is the 1-based source line.
+// `line` is the 1-based source line. n_predict (Mooncake form only, optional): the generation limit the request
+// sends, -1 = none (llama-server's -n then applies); absent = the request's limit is n_gen. n_gen is then the
+// length it generates unlimited (where it would stop by itself).
 struct request {
     long line = 0;
     double arrival_s = 0.0;
     int32_t n_prompt = 0;
     int32_t n_gen = 0;
     std::vector<uint64_t> hash_ids;
+    std::optional<int32_t> n_predict;
 };
 
 struct request_trace {

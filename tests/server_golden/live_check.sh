@@ -8,6 +8,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ORACLE="$HERE/../../../shared/tools/server-oracle"
+RECORD="$HERE/oracle/record.sh"   # the shared record.sh with this repository's client extension
 WORK="${WORK:-/tmp/server-oracle-work}"
 if [ ! -x "$ORACLE/record.sh" ]; then echo "skipped: $ORACLE not found"; exit 77; fi
 if [ ! -x "$WORK/build/bin/llama-server" ] || [ ! -f "$WORK/shim.so" ]; then
@@ -19,4 +20,4 @@ for f in "$HERE"/*.scn; do
   case "$n" in mooncake30_kvu|azure60_kvu|editor_reuse|editor_noreuse) [ "${LIVE_ALL:-0}" = 1 ] || continue;; esac
   names+=("$n")
 done
-exec "$ORACLE/record.sh" --check "$HERE" "${names[@]}"
+exec "$RECORD" --check "$HERE" "${names[@]}"
