@@ -76,7 +76,7 @@ std::string mooncake_line(const request & r, const std::string & path, int32_t b
                                                   n_ids, next_id));
     }
     // each id takes at least one digit and a separator
-    size_t len = head.size() + 2;
+    size_t len = head.size() + 2 + (r.n_predict ? 32 : 0);   // 32: the n_predict key and its widest value
     if (n_ids <= k_max_line_bytes) {
         for (uint64_t k = 0; k < n_ids && len <= k_max_line_bytes; ++k) len += n_digits(gen ? next_id + k : r.hash_ids[k]) + (k > 0);
     } else {
@@ -94,7 +94,9 @@ std::string mooncake_line(const request & r, const std::string & path, int32_t b
         if (k > 0) line += ',';
         line += std::to_string(gen ? next_id + k : r.hash_ids[k]);
     }
-    line += "]}\n";
+    line += ']';
+    if (r.n_predict) line += fmt::format(", \"n_predict\": {}", *r.n_predict);
+    line += "}\n";
     if (gen && n_ids > 0) {
         if (next_id + (n_ids - 1) == std::numeric_limits<uint64_t>::max()) exhausted = true;
         next_id += n_ids;   // wraps to 0 only together with `exhausted`
@@ -120,6 +122,12 @@ void write_request_trace(std::ostream & out, const request_trace & t, request_fo
     const bool has_hash = std::any_of(t.requests.begin(), t.requests.end(), [](const request & r) { return !r.hash_ids.empty(); });
     if (has_hash && to != request_format::mooncake) {
         warn << fmt::format("warning: {} has Mooncake hash_ids (shared prompt prefixes); the {} format cannot hold them, they are dropped\n",
+                            t.path, request_format_name(to));
+    }
+    const bool has_predict = std::any_of(t.requests.begin(), t.requests.end(), [](const request & r) { return r.n_predict.has_value(); });
+    if (has_predict && to != request_format::mooncake) {
+        warn << fmt::format("warning: {} has n_predict (requests' own generation limits); the {} format cannot hold them, they are "
+                            "dropped (every request then sends its output length)\n",
                             t.path, request_format_name(to));
     }
     // Built whole before anything reaches `out`: a request the target format cannot hold is an
