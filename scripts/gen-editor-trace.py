@@ -29,6 +29,7 @@ Several users (--users) share one server; their requests interleave by time and 
 """
 import argparse
 import json
+import math
 import random
 import sys
 
@@ -147,8 +148,17 @@ def main():
     for name in ("users", "ring_n_chunks", "n_prefix", "n_predict"):
         if getattr(a, name) < 1:
             ap.error("--%s must be >= 1, got %d" % (name.replace("_", "-"), getattr(a, name)))
-    if a.n_suffix < 0 or not a.minutes > 0 or not a.tokens_per_line > 0 or not a.ring_update_ms > 0 or a.n_predict < 8:
-        ap.error("--n-suffix >= 0, --minutes, --tokens-per-line and --ring-update-ms > 0, --n-predict >= 8")
+    if a.n_suffix < 0:
+        ap.error("--n-suffix must be >= 0, got %d" % a.n_suffix)
+    if a.n_predict < 8:
+        ap.error("--n-predict must be >= 8 (completions are 8 + an exponential), got %d" % a.n_predict)
+    for name in ("minutes", "tokens_per_line", "ring_update_ms"):
+        v = getattr(a, name)
+        if not (math.isfinite(v) and v > 0):
+            ap.error("--%s must be a finite number > 0, got %s" % (name.replace("_", "-"), v))
+    # the requests are sorted in memory before they are written: about 25 requests per user-minute
+    if a.minutes * a.users > 1e6:
+        ap.error("--minutes x --users must be <= 1e6 (a million user-minutes), got %g" % (a.minutes * a.users))
     rng = random.Random(a.seed)
     ids = Ids()
     users = [User(u, random.Random(rng.getrandbits(64)), ids, a) for u in range(a.users)]

@@ -12,8 +12,10 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
         {"-no-kvu", "--no-kv-unified"}, {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
         {"-sps", "--slot-prompt-similarity"}, {"-cms", "--checkpoint-min-step"}, {"-fit", "--fit"},
         {"-fitc", "--fit-ctx"},        {"-fitt", "--fit-target"},     {"-cb", "--cont-batching"},
-        {"-nocb", "--no-cont-batching"}, {"-n", "--predict"},
+        {"-nocb", "--no-cont-batching"},
     };
+    // -n is llama-server's --predict only where kvsim has that option (calibrate's --predict means something else)
+    const bool server_cmd = argc > 1 && (std::string(argv[1]) == "replay" || std::string(argv[1]) == "plan");
     std::vector<std::string> out;
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
@@ -21,6 +23,8 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
         const auto it = alias.find(a.substr(0, eq));
         if (i > 0 && it != alias.end()) {
             a = it->second + (eq == std::string::npos ? "" : a.substr(eq));
+        } else if (i > 1 && server_cmd && a.substr(0, eq) == "-n") {
+            a = "--predict" + (eq == std::string::npos ? "" : a.substr(eq));
         }
         out.push_back(a);
     }

@@ -14,7 +14,7 @@ namespace kvsim {
 // argv with -np -> --parallel, -ub -> --ubatch-size, -kvu -> --kv-unified,
 // -ctk -> --cache-type-k, -ctv -> --cache-type-v, -fa -> --flash-attn, -no-kvu -> --no-kv-unified,
 // -cram -> --cache-ram, -ctxcp -> --ctx-checkpoints, -sps -> --slot-prompt-similarity,
-// -cms -> --checkpoint-min-step, -fit -> --fit, -fitc -> --fit-ctx, -fitt -> --fit-target, -cb / -nocb -> --cont-batching / --no-cont-batching, -n -> --predict (also "-np=4" forms).
+// -cms -> --checkpoint-min-step, -fit -> --fit, -fitc -> --fit-ctx, -fitt -> --fit-target, -cb / -nocb -> --cont-batching / --no-cont-batching, -n -> --predict for replay and plan (also "-np=4" forms).
 std::vector<std::string> rewrite_llama_args(int argc, char ** argv);
 
 // A library field and the CLI flag that sets it: {"n_keep", "--keep"}.

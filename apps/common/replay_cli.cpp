@@ -178,11 +178,13 @@ void replay_cli::add_server(CLI::App & cmd) {
     request_only.push_back(cmd.add_option("--cache-reuse", o.server.n_cache_reuse,
                                           "Minimum run of cached tokens that a new prompt reuses at another position by KV "
                                           "shifting (llama-server --cache-reuse; 0 = off; the --fim-qwen-* presets set 256). "
-                                          "Needs a trace whose prompts say their content (Mooncake hash_ids)")
+                                          "Needs a trace whose prompts say their content (Mooncake hash_ids); off, as in llama-server, for an SWA "
+                                          "model without --swa-full")
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--predict,--n-predict", o.server.n_predict,
                                           "Generation limit of the requests that send none (llama-server -n; -1 = none). A "
-                                          "request sends its trace's output length unless a Mooncake line says \"n_predict\": -1 "
+                                          "request sends its trace's output length unless its Mooncake line has \"n_predict\": N "
+                                          "(N >= 0: its own limit; -1: none, so -n applies); without such lines -n changes nothing "
                                           "(docs/trace-formats.md)")
                                ->capture_default_str());
     request_only.insert(request_only.end(), shift_only.begin(), shift_only.end());

@@ -6,25 +6,14 @@
 namespace kvsim {
 
 namespace {
-// Tokens of block b of r's prompt: 0 past the prompt's end (a trace may list more hash_ids than
-// the prompt has blocks at this block size), never negative; 64-bit so b * block cannot overflow.
-int32_t block_len(const request & r, size_t b, int32_t block) {
-    const int64_t left = (int64_t) r.n_prompt - (int64_t) b * block;
-    return (int32_t) std::clamp<int64_t>(left, 0, block);
-}
-
-}  // namespace
-
+// The tokens two requests' prompts share from their start (prompt_tokens::match_run's token equality).
 int32_t prompt_common_prefix(const request & a, const request & b, int32_t block_tokens) {
-    int32_t lcp = 0;
-    for (size_t i = 0; i < a.hash_ids.size() && i < b.hash_ids.size() && a.hash_ids[i] == b.hash_ids[i]; ++i) {
-        const int32_t la = block_len(a, i, block_tokens), lb = block_len(b, i, block_tokens);
-        if (la == 0 || lb == 0) break;   // ids beyond the prompt's blocks
-        lcp += std::min(la, lb);
-        if (la != lb) break;
-    }
-    return lcp;
+    prompt_tokens t;
+    t.req = &a;
+    t.n = t.n_head = a.n_prompt;
+    return t.match_run(0, b, 0, block_tokens);
 }
+}  // namespace
 
 std::vector<llama_pos> in_cell_order(saved_cells c) {
     // sorted only when a restore needs it: saving is frequent, restoring rare

@@ -15,12 +15,6 @@
 
 namespace kvsim {
 
-// Tokens of a request's prompt that two requests share: the leading hash_id blocks they have in
-// common (block_tokens each; a partial last block counts up to the shorter one), as the server
-// oracle's token ids make llama-server's get_common_prefix see them. Azure/BurstGPT requests have
-// no hash_ids and share nothing.
-int32_t prompt_common_prefix(const request & a, const request & b, int32_t block_tokens);
-
 // A slot's prompt.tokens (server_tokens), by reference to the request whose prompt heads it:
 // [0, n_head) are that prompt's tokens; after a context shift, [tail_pos, tail_pos + tail_n) are its tokens from
 // tail_src on, which the shift moved there; the rest are generated tokens, which never equal a prompt token (the
