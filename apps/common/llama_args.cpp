@@ -20,12 +20,10 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
         const auto eq = a.find('=');
-        const auto it = alias.find(a.substr(0, eq));
-        if (i > 0 && it != alias.end()) {
-            a = it->second + (eq == std::string::npos ? "" : a.substr(eq));
-        } else if (i > 1 && server_cmd && a.substr(0, eq) == "-n") {
-            a = "--predict" + (eq == std::string::npos ? "" : a.substr(eq));
-        }
+        const std::string name = a.substr(0, eq);
+        const auto it = alias.find(name);
+        const char * to = it != alias.end() ? it->second.c_str() : server_cmd && i > 1 && name == "-n" ? "--predict" : nullptr;
+        if (i > 0 && to) a = to + (eq == std::string::npos ? "" : a.substr(eq));
         out.push_back(a);
     }
     return out;

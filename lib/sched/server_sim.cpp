@@ -52,14 +52,16 @@ size_t cache_state_bytes(const kv_cache & c, size_t cells, uint32_t n_layer, siz
     b += 8 + (size_t) n_layer * 24;                  // v_trans, n_layer; type + row size, K and V
     return b + cells * (size_t) n_layer * row_bytes;
 }
-}  // namespace
 
 // Tokens a request generates: its trace length, cut at its limit (server-context.cpp: n_predict_max = the task's
-// n_predict unless -1, else the server's -n); the first token always comes (n_remaining is checked after it).
+// n_predict unless -1, else the server's -n; a request without the key sends its trace length); the first token
+// always comes (n_remaining is checked after it).
 int32_t gen_target(const request & rq, int32_t server_n_predict) {
-    const int32_t limit = !rq.n_predict ? rq.n_gen : *rq.n_predict != -1 ? *rq.n_predict : server_n_predict;
+    int32_t limit = rq.n_predict.value_or(rq.n_gen);
+    if (limit == -1) limit = server_n_predict;
     return std::max(1, limit < 0 ? rq.n_gen : std::min(rq.n_gen, limit));
 }
+}  // namespace
 
 server_sim::server_sim(op_runner & run, const server_params & p, const step_time_model & tm)
     : run_(run), p_(p), timer_(tm, clock_), work_(run.ctx()) {

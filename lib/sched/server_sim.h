@@ -56,9 +56,6 @@ struct server_totals {
     bool interrupted = false;        // Ctrl-C: stopped between steps; unfinished requests stay pending
 };
 
-// The tokens request rq generates on a server started with -n server_n_predict.
-int32_t gen_target(const request & rq, int32_t server_n_predict);
-
 class server_sim {
 public:
     // run: the op door (dumps/records/observes every cache call); slots = ctx n_seq_max; each
