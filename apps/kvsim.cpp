@@ -2,6 +2,7 @@
 // KV cache. Thin CLI: parsing here, everything else in lib/ and kernels/.
 #include "cpu/cpu_isa.h"
 #include "common/calibrate_cli.h"
+#include "common/devices_cli.h"
 #include "common/help_format.h"
 #include "common/llama_args.h"
 #include "common/plan_cli.h"
@@ -53,6 +54,11 @@ int main(int argc, char ** argv) {
     calibrate_cli cc;
     cc.add_to(*calibrate);
 
+    CLI::App * devices = app.add_subcommand("devices", "The shipped device profiles (--device NAME): sources and the error of "
+                                                       "their simulated times");
+    devices_cli dc;
+    dc.add_to(*devices);
+
     std::vector<std::string> args = rewrite_llama_args(argc, argv);
     std::vector<const char *> cargs;
     for (const auto & a : args) cargs.push_back(a.c_str());
@@ -72,6 +78,9 @@ int main(int argc, char ** argv) {
         }
         if (calibrate->parsed()) {
             return cc.run(std::cout);
+        }
+        if (devices->parsed()) {
+            return dc.run(std::cout);
         }
         if (inspect->parsed()) {
             const auto j = inspect_trace(insp_trace, insp_format, block_tokens);

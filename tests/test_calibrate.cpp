@@ -342,7 +342,7 @@ TEST_CASE("calibrate: two weight types of one card separate the fixed cost per u
     auto pts = read_llama_bench("tests/data/llama-bench/rtx4090-llama3-8b-q4km.md");
     const auto f16 = read_llama_bench("tests/data/llama-bench/rtx4090-llama3-8b-f16.md");
     pts.insert(pts.end(), f16.begin(), f16.end());
-    const calibration_result r = calibrate(pts, model_preset("llama-3-8b"), nullptr, device_preset("h100"));
+    const calibration_result r = calibrate(pts, model_preset("llama-3-8b"), nullptr, device_preset("h100-datasheet"));
     CHECK(r.weights_text() == "q4_K_M + f16");
     CHECK(r.profile.ubatch_overhead_s > 0);   // a single weight type cannot separate it (fixed at 0, named in notes)
     // every generation run of both types within 1 % of the published time; the prompt runs within 17 %
@@ -352,7 +352,7 @@ TEST_CASE("calibrate: two weight types of one card separate the fixed cost per u
         CHECK_MESSAGE(std::abs(p.error()) < limit, p.bench.test_name());
     }
     const calibration_result one = calibrate(read_llama_bench("tests/data/llama-bench/rtx4090-llama3-8b-q4km.md"),
-                                             model_preset("llama-3-8b"), nullptr, device_preset("h100"));
+                                             model_preset("llama-3-8b"), nullptr, device_preset("h100-datasheet"));
     CHECK(one.profile.ubatch_overhead_s == 0);
     REQUIRE(!one.notes.empty());
     CHECK(one.notes[0].rfind("ubatch_overhead_s", 0) == 0);
@@ -372,20 +372,23 @@ TEST_CASE("leave_one_out_errors: results of an exactly linear model are predicte
 
 TEST_CASE("the shipped calibrated GPU profiles predict their cards' published llama-bench results") {
     // the expected times are the published measurements (tests/data/llama-bench, copied from the notebooks); the
-    // profiles were fitted on these same 16 results per card, so this holds the shipped numbers to their fit: every
-    // generation run within 4 %, every prompt run within 17 % (one GEMM term per ubatch size for two weight types)
-    for (const char * card : {"rtx4090", "rtx3090", "h100pcie", "a100pcie"}) {
-        const std::string name = std::string(card) == "rtx4090"    ? "rtx-4090"
-                                 : std::string(card) == "rtx3090"  ? "rtx-3090"
-                                 : std::string(card) == "h100pcie" ? "h100-pcie"
-                                                                   : "a100-pcie";
-        auto pts = read_llama_bench(std::string("tests/data/llama-bench/") + card + "-llama3-8b-q4km.md");
-        const auto f16 = read_llama_bench(std::string("tests/data/llama-bench/") + card + "-llama3-8b-f16.md");
-        pts.insert(pts.end(), f16.begin(), f16.end());
-        REQUIRE(pts.size() == 16);
-        const calibration_result r = predict_bench(pts, model_preset("llama-3-8b"), nullptr, device_preset(name));
+    // profiles were fitted on these same results per card, so this holds the shipped numbers to their fit: every
+    // generation run within 4 %, every prompt run within 17 % (one GEMM term per ubatch size for two weight types).
+    // The A100 SXM4 and L40S F16 prompt rows are outliers their fits leave out (docs/data/published-llama-bench-gpu.md).
+    const struct {
+        const char * data, * name;
+        bool f16_prompts;
+    } cards[] = {{"rtx4090", "rtx-4090", true},      {"rtx3090", "rtx-3090", true},      {"h100pcie", "h100-pcie", true},
+                 {"a100pcie", "a100-pcie-80gb", true}, {"a100sxm", "a100-sxm-80gb", false}, {"l40s", "l40s", false}};
+    for (const auto & c : cards) {
+        auto pts = read_llama_bench(std::string("tests/data/llama-bench/") + c.data + "-llama3-8b-q4km.md");
+        for (const auto & p : read_llama_bench(std::string("tests/data/llama-bench/") + c.data + "-llama3-8b-f16.md")) {
+            if (c.f16_prompts || p.n_gen > 0) pts.push_back(p);
+        }
+        REQUIRE(pts.size() == (c.f16_prompts ? 16 : 12));
+        const calibration_result r = predict_bench(pts, model_preset("llama-3-8b"), nullptr, device_preset(c.name));
         for (const auto & p : r.points) {
-            CAPTURE(name);
+            CAPTURE(c.name);
             CHECK_MESSAGE(std::abs(p.error()) < (p.bench.n_gen > 0 ? 0.04 : 0.17), p.bench.test_name());
         }
     }

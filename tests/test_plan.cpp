@@ -293,6 +293,7 @@ TEST_CASE("find_rate: the scale found meets the objectives, a tenth more does no
     plan_options o = small_plan();
     o.base.trace = std::string(KVSIM_SOURCE_DIR) + "/traces/azure/AzureLLMInferenceTrace_conv_2023.csv";
     o.base.limit = 200;   // 200 requests in about 40 s of the bundled trace
+    o.base.device = device_preset("h200-datasheet");   // a roofline: no fixed cost per ubatch
     o.base.device.bandwidth_gbs = 100;   // a slow device, so that a few times the trace's rate overloads it
     o.grid.n_parallel = {2};
     o.slo = {1.0, 0.05};
@@ -339,6 +340,7 @@ TEST_CASE("find_rate answers the same from any --rate-scale (hostile-input pass 
     plan_options o = small_plan();
     o.base.trace = std::string(KVSIM_SOURCE_DIR) + "/traces/azure/AzureLLMInferenceTrace_conv_2023.csv";
     o.base.limit = 200;
+    o.base.device = device_preset("h200-datasheet");   // a roofline: no fixed cost per ubatch
     o.base.device.bandwidth_gbs = 100;
     o.grid.n_parallel = {2};
     o.slo = {1.0, 0.05};

@@ -337,7 +337,7 @@ TEST_CASE("options that would do nothing are refused with exit 2, only when give
     }
     // what op traces do use, and the same knobs where they apply
     for (const std::string & ok : {ops + " --occupancy-every 2 --trace-json /dev/null", req + " --context-shift --keep 64 --n-discard 8",
-                                 req + " --arrivals saturate --limit 5 --device a100 --step-time roofline --no-cache-prompt"}) {
+                                 req + " --arrivals saturate --limit 5 --device a100-datasheet --step-time roofline --no-cache-prompt"}) {
         CAPTURE(ok);
         const auto r = run_kvsim(ok);
         CHECK_MESSAGE(r.rc == 0, r.err);

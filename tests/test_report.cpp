@@ -265,7 +265,7 @@ TEST_CASE("report.html from a scheduler replay: well-formed, one point per occup
     const request_trace t = read_request_trace(trace);
     context ctx(model_preset("llama-3-8b"), params(4096, 4, true));
     op_runner run_ops(ctx, nullptr, nullptr, nullptr);
-    step_time_model tm{device_preset("h200"), ctx.model()};
+    step_time_model tm{device_preset("h200-datasheet"), ctx.model()};
     server_sim sim(run_ops, server_params{}, tm);
     occupancy_recorder occ(1, sim.clock(), &sim.totals().decode_no_slot);
     cell_map_sampler cm(sim.clock());

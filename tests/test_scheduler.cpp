@@ -491,7 +491,7 @@ TEST_CASE("step time: roofline by hand; sim time increases every step; TTFT <= f
         CHECK(timer.decode_done(DECODE_OK, {{w, w}}, 10, 0).predicted_s == doctest::Approx(1.524288e-3).epsilon(1e-12));
         CHECK(timer.decode_done(DECODE_OK, {}, 0, 0).predicted_s == 0.0);
         // h200: 1131072 bytes over 4.8e12 B/s (2.36e-7 s) vs 12621440 flops over 9.89e14 (1.28e-8 s)
-        const step_time_model h200{device_preset("h200"), model_preset("tiny-llama")};
+        const step_time_model h200{device_preset("h200-datasheet"), model_preset("tiny-llama")};
         CHECK(h200.ubatch_seconds({w}) == doctest::Approx(1131072.0 / 4.8e12).epsilon(1e-12));
     }
     SUBCASE("many requests") {

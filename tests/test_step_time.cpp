@@ -167,10 +167,10 @@ TEST_CASE("step time by hand: fractions, overheads, linear attention") {
 }
 
 TEST_CASE("device profiles: shipped, round trip, bad files") {
-    const device_profile h = device_preset("h200");
+    const device_profile h = device_preset("h200-datasheet");
     CHECK(h.bandwidth_gbs == 4800);
     CHECK(h.peak_tflops == 989);
-    CHECK(device_preset("a100").peak_tflops == 312);
+    CHECK(device_preset("a100-datasheet").peak_tflops == 312);
     CHECK(device_preset("cpu").bandwidth_gbs == 67);
     CHECK_FALSE(h.attention_linear());
     CHECK_THROWS_AS(device_preset("tpu"), std::invalid_argument);
@@ -284,7 +284,7 @@ TEST_CASE("steps.csv only with --steps-csv: none by default, the flag's file for
                                        "2023-11-30 23:59:58.9000000,5,2\n"
                                        "2023-11-30 23:59:58.9000000,3,3\n"
                                        "2023-11-30 23:59:59.0000000,4,1\n";
-    const std::string run = "replay " + (dir / "tiny.csv") + " --model llama-3.2-1b -c 256 -np 2 --backend none -q --out " + (dir / "o");
+    const std::string run = "replay " + (dir / "tiny.csv") + " --model llama-3.2-1b -c 256 -np 2 --backend none -q --device h200-datasheet --out " + (dir / "o");
     auto r = run_kvsim(run);
     REQUIRE_MESSAGE(r.rc == 0, r.err);
     CHECK(std::filesystem::exists(dir / "o/requests.csv"));

@@ -2,7 +2,9 @@
 // llama_decode call, published as one typed record (time/step_timer.h) that steps.csv consumes.
 // Expected values are literals and hand computations on tiny-llama (0.5e6 f16 parameters in one
 // group, 2 layers, 4 heads of 32: 256 K/V bytes per cell and layer), written out.
+#include "core/errors.h"
 #include "drive/op_runner.h"
+#include "replay/replay_options.h"
 #include "report/steps.h"
 #include "sched/server_sim.h"
 #include "time/sim_clock.h"
@@ -10,6 +12,7 @@
 #include "time/bench_coverage.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <sstream>
 #include <string>
@@ -194,9 +197,46 @@ TEST_CASE("profile_warnings: another model shape, other weight types, other K/V 
     CHECK(profile_warnings(d, model_preset("llama-3-8b"), "f16", {"f16/f16", "q8_0/q8_0", "q8_0/q8_0", "q4_0/f16"}, true) ==
           std::vector<std::string>{"profile rtx-4090 was calibrated with f16/f16 K/V, not q8_0/q8_0, q4_0/f16: attention on other "
                                    "cache types reads other bytes through other kernels"});
-    CHECK(profile_warnings(device_preset("h100"), model_preset("llama-3-8b"), "q4_0", {"q8_0/q8_0"}, false) ==
+    CHECK(profile_warnings(device_preset("h100-datasheet"), model_preset("llama-3-8b"), "q4_0", {"q8_0/q8_0"}, false) ==
           std::vector<std::string>{"-fa off is not modelled: the simulated times are those of flash attention"});   // no kv recorded
     CHECK(kv_types_name(ggml_type::q8_0, ggml_type::f16) == "q8_0/f16");
+}
+
+TEST_CASE("shipped profiles: the default is calibrated, the rooflines named as such, every time's accuracy said") {
+    // the default device (replay_options) is a derived profile, not a datasheet roofline
+    const device_profile h200 = replay_options{}.device;
+    CHECK(h200.name == "h200");
+    CHECK(h200.derived_from == "h100-pcie");
+    CHECK(h200.bandwidth_gbs == 4800);
+    CHECK(h200.weight_read_fraction == device_preset("h100-pcie").weight_read_fraction);
+    CHECK(time_accuracy_note(h200).rfind("derived from h100-pcie, not validated on this card; h100-pcie's held-out error ", 0) == 0);
+    // every fitted profile records the leave-one-out error of its fit, which the note quotes
+    for (const auto & n : device_preset_names(true)) {
+        CAPTURE(n);
+        const device_profile d = device_preset(n);
+        CHECK(d.source != "datasheet");
+        CHECK(d.held_out.method == "leave-one-out");
+        CHECK(d.held_out.median_abs > 0);
+        CHECK(d.held_out.max_abs >= d.held_out.median_abs);
+        CHECK(nlohmann::json::parse(device_preset_json(n)).contains("description"));
+    }
+    const device_profile r = device_preset("rtx-3090");
+    CHECK(time_accuracy_note(r) == fmt::format("held-out error {:.1f} % median, {:.1f} % max (leave-one-out, 16 llama-bench results of one "
+                                               "sequence; server steps of several sequences not validated)",
+                                               100 * r.held_out.median_abs, 100 * r.held_out.max_abs));
+    CHECK(time_accuracy_note(device_preset("h100-datasheet")).rfind("datasheet roofline: an upper bound", 0) == 0);
+    CHECK(time_accuracy_note(device_preset("cpu")).rfind("an estimate, not validated", 0) == 0);
+    device_profile o = r;
+    o.overridden = true;
+    CHECK(time_accuracy_note(o).find("; numbers overridden on the command line") != std::string::npos);
+    const auto j = time_accuracy_json(r);
+    CHECK(j["held_out"]["results"] == 16);
+    CHECK(j["profile"] == "rtx-3090");
+    CHECK_THROWS_AS(device_preset("h100"), std::invalid_argument);   // which H100? the names say
+    // a profile file's held_out is checked like any other field
+    nlohmann::json bad = nlohmann::json::parse(device_preset_json("rtx-3090"));
+    bad["calibration"]["held_out"]["median_abs_error"] = "low";
+    CHECK_THROWS_AS(parse_device_profile(bad, "p.json"), input_error);
 }
 
 TEST_CASE("bench_coverage: the llama-bench command for the calls a replay made, by hand") {

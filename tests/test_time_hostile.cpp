@@ -165,7 +165,7 @@ TEST_CASE("kvsim calibrate: results far faster than the base profile are refused
     CHECK(r.err.find("much faster machine") != std::string::npos);
     CHECK(lines_of(r.err).size() == 1);
     CHECK_FALSE(fs::exists(dir / "p.json"));
-    r = run_kvsim("calibrate " + (dir / "fast.json") + " --model llama-3.2-1b --device h100 -o " + (dir / "p.json"));
+    r = run_kvsim("calibrate " + (dir / "fast.json") + " --model llama-3.2-1b --device h100-datasheet -o " + (dir / "p.json"));
     CHECK(r.rc == 0);
     CHECK(load_device_profile(dir / "p.json").weight_read_fraction <= 1.5);
 }

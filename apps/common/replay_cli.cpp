@@ -152,11 +152,12 @@ void replay_cli::add_server(CLI::App & cmd) {
                                           "Minimum spacing of context checkpoints in tokens (llama-server -cms)")
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--device", device,
-                                          fmt::format("Step-time device profile: {} (datasheet peaks), {} (fitted on published llama-bench "
-                                                      "results), a profile JSON file (kvsim calibrate writes one), or host (this "
-                                                      "machine's measured read bandwidth)",
-                                                      fmt::join(device_preset_names(false), ", "),
-                                                      fmt::join(device_preset_names(true), ", ")))
+                                          fmt::format("Step-time device profile: {} (fitted on published llama-bench results, or derived from "
+                                                      "such a fit: `kvsim devices` lists their sources and errors), {} (datasheet "
+                                                      "rooflines: upper bounds; a CPU estimate), a profile JSON file (kvsim "
+                                                      "calibrate writes one), or host (this machine's measured read bandwidth)",
+                                                      fmt::join(device_preset_names(true), ", "),
+                                                      fmt::join(device_preset_names(false), ", ")))
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--weights", weights,
                                           "GGUF file type of the model's weights: " +
@@ -308,6 +309,7 @@ replay_options replay_cli::finish() {
     if (peak_tflops) o.device.peak_tflops = *peak_tflops;
     // the profile's provenance no longer covers the numbers: say so wherever the source is printed
     if (bandwidth_gbs || peak_tflops) {
+        o.device.overridden = true;
         o.device.source += fmt::format(", overridden:{}{}", bandwidth_gbs ? fmt::format(" --bandwidth-gbs {:g}", *bandwidth_gbs) : "",
                                        peak_tflops ? fmt::format(" --tflops {:g}", *peak_tflops) : "");
     }

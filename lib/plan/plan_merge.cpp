@@ -68,6 +68,8 @@ plan_header header_of(const nlohmann::json & j, const std::string & w) {
     const auto & d = json_field(j, "device", w);
     h.device = json_get<std::string>(d, "name", w + "device.");
     h.device_source = json_get<std::string>(d, "source", w + "device.");
+    // absent from shards written before it existed
+    if (d.contains("time_accuracy")) h.device_accuracy = json_get<std::string>(d, "time_accuracy", w + "device.");
     h.memory_bytes = json_int<int64_t>(j, "memory_bytes", w);
     h.margin_bytes = json_int<int64_t>(j, "margin_bytes", w);
     const auto & s = json_field(j, "slo", w);

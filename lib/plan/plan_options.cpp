@@ -204,6 +204,7 @@ plan_header plan_header_of(const plan_options & o) {
     h.weights = o.base.weights ? o.base.weights->name : "f16";
     h.device = o.base.device.name;
     h.device_source = o.base.device.source;
+    h.device_accuracy = time_accuracy_note(o.base.device);
     h.memory_bytes = o.memory_bytes;
     h.margin_bytes = o.margin_bytes;
     h.slo = o.slo;

@@ -81,6 +81,7 @@ struct plan_options {
 // shards whose headers differ in anything but `shard`.
 struct plan_header {
     std::string trace, model, weights, device, device_source;
+    std::string device_accuracy;   // time_accuracy_note: how far the simulated times are known to be from llama.cpp's
     int64_t memory_bytes = 0, margin_bytes = 0;
     plan_slo slo;
     size_t n_points = 0;   // the whole grid's, every shard's together

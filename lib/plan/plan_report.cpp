@@ -54,6 +54,7 @@ void print_plan_table(std::ostream & out, const plan_result & r, size_t max_rows
     out << fmt::format("kvsim plan {}: {} points{}, model {}, weights {}, device {} ({}), memory {:.1f} GiB - margin {:.1f} GiB\n",
                        h.trace, r.points.size(), h.shard.count > 1 ? " (shard " + shard_text(h.shard) + ")" : "", h.model, h.weights,
                        h.device, h.device_source, h.memory_bytes / k_gib, h.margin_bytes / k_gib);
+    if (!h.device_accuracy.empty()) out << "  time accuracy: " << h.device_accuracy << '\n';
     out << fmt::format("  objectives: {}; * = Pareto front (goodput, TTFT p99, device memory)\n", slo_text(h.slo));
     for (const auto & w : h.warnings) out << "  WARNING: " << w << '\n';
     const auto ok = ok_points(r);
@@ -131,7 +132,7 @@ nlohmann::json plan_json(const plan_result & r) {
             {"trace", h.trace},
             {"model", h.model},
             {"weights", h.weights},
-            {"device", {{"name", h.device}, {"source", h.device_source}}},
+            {"device", {{"name", h.device}, {"source", h.device_source}, {"time_accuracy", h.device_accuracy}}},
             {"memory_bytes", h.memory_bytes},
             {"margin_bytes", h.margin_bytes},
             {"slo", {{"ttft_s", h.slo.ttft_s}, {"tpot_s", h.slo.tpot_s}}},
@@ -203,6 +204,7 @@ void write_plan_html(std::ostream & out, const plan_result & r) {
                        xml_escape(h.trace), xml_escape(h.model), xml_escape(h.weights), xml_escape(h.device),
                        xml_escape(h.device_source), h.memory_bytes / k_gib, h.margin_bytes / k_gib, xml_escape(slo_text(h.slo)),
                        r.points.size(), ok.size());
+    if (!h.device_accuracy.empty()) out << "<p>Time accuracy: " << xml_escape(h.device_accuracy) << "</p>\n";
     for (const auto & w : h.warnings) out << "<p><b>Warning:</b> " << xml_escape(w) << "</p>\n";
     out << "<h2>Goodput against TTFT p99 (red: the Pareto front)</h2>\n";
     write_scatter(out, ok);

@@ -160,6 +160,7 @@ terminal_rows request_terminal_rows(const replay_options & opt, const server_sim
         {"SWA-reused cells", std::to_string(totals["swa_reused_cells"].get<uint64_t>())},
         {"simulated time", fmt::format("{:.2f} s ({} weights on {}: {})", totals["sim_seconds"].get<double>(),
                                        opt.weights ? opt.weights->name : "f16", opt.device.name, opt.device.source)},
+        {"time accuracy", time_accuracy_note(opt.device)},
         {"TTFT p50 / p99", p50_p99(lat["ttft_s"])},
         {"TPOT p50 / p99", p50_p99(lat["tpot_s"])},
     };
@@ -230,6 +231,7 @@ public:
                        {"server", server_json(*sim_)},
                        {"step_time_model", tm.describe()},
                        {"device", device_profile_json(tm.device)},
+                       {"time_accuracy", time_accuracy_json(tm.device)},
                        {"weights", weights_json(tm)},
                        {"totals", totals},
                        {"latency", lat},
@@ -242,7 +244,7 @@ public:
         const auto warnings = profile_warnings(tm.device, ctx.model(), tm.weights_name(),
                                                {kv_types_name(ctx.params().type_k, ctx.params().type_v)}, ctx.params().flash_attn);
         if (!warnings.empty()) rep.summary["time_model_warnings"] = warnings;
-        const auto sim = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto & r) { return r.first == "simulated time"; });
+        const auto sim = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto & r) { return r.first == "time accuracy"; });
         size_t at = sim == rep.rows.end() ? rep.rows.size() : (size_t) (sim - rep.rows.begin()) + 1;
         for (const auto & w : warnings) rep.rows.insert(rep.rows.begin() + (long) at++, {"WARNING", w});
         if (!opt_.memory_warning.empty()) {

@@ -287,7 +287,12 @@ std::string latency_section(const html_report_input & in) {
         if (r.outcome != request_outcome::failed && r.n_gen >= 2 && r.first_token >= 0) tpot.push_back((r.finish - r.first_token) / (r.n_gen - 1));
     }
     std::string o = "<h2>Request latency</h2>\n<p>Cumulative distributions over the requests that reached each event (simulated "
-                    "seconds; step times from the roofline model or measured kernels).</p>\n";
+                    "seconds; step times from the device profile's model or measured kernels).</p>\n";
+    if (in.summary.contains("time_accuracy")) {
+        const auto & t = in.summary["time_accuracy"];
+        o += fmt::format("<p>Device profile <b>{}</b> ({}). Time accuracy: {}.</p>\n", esc(t.value("profile", "")),
+                         esc(t.value("source", "")), esc(t.value("note", "")));
+    }
     if (in.summary.contains("latency")) {
         o += "<div class=\"tables\">";
         for (const auto & [k, v] : in.summary["latency"].items()) {

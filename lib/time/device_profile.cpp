@@ -15,34 +15,41 @@
 namespace kvsim {
 
 namespace {
-// The shipped profiles, embedded so an installed binary needs no data files. Vendor datasheet
-// peaks (not measured here): H200 SXM 4.8 TB/s HBM3e, H100 SXM 3.35 TB/s, A100 80GB SXM 2.039 TB/s;
-// dense BF16 tensor-core peaks 989 / 989 / 312 TFLOP/s. Memory: the total nvidia-smi reports for the
-// 141 GB, 80 GB and 80 GB cards (143771, 81559 and 81920 MiB). cpu: the 2-vCPU Zen 3 class machine of
-// this project, 67 GB/s and 0.4 TFLOP/s as kvsim has always used (measure yours: --device host or
-// kvsim calibrate), memory unknown. No efficiency terms: every fraction 1, no overheads.
+// The datasheet rooflines, kept under explicit names as upper bounds (no efficiency terms: every fraction 1, no
+// overheads; 2-12x optimistic against published llama-bench results, docs/benchmarks.md). Vendor datasheet peaks:
+// H200 SXM 4.8 TB/s HBM3e, H100 SXM 3.35 TB/s, A100 80GB SXM 2.039 TB/s; dense BF16 tensor-core peaks 989 / 989 /
+// 312 TFLOP/s. Memory: the total nvidia-smi reports for the 141 GB, 80 GB and 80 GB cards (143771, 81559 and 81920
+// MiB). cpu: an estimate for the 2-vCPU Zen 3 class machine of this project, 67 GB/s and 0.4 TFLOP/s (measure
+// yours: --device host or kvsim calibrate), memory unknown.
 struct datasheet {
-    const char * name;
+    const char * name, * source;
     double bandwidth_gbs, peak_tflops;
     uint64_t memory_mib;
 };
-const datasheet k_presets[] = {
-    {"h200", 4800, 989, 143771}, {"h100", 3350, 989, 81559}, {"a100", 2039, 312, 81920}, {"cpu", 67, 0.4, 0}};
-
-// Profiles fitted by kvsim calibrate on published llama-bench results; the sources and the held-out
-// error are in each profile's description (printed with the profile).
-const std::pair<const char *, const char *> k_calibrated[] = {
-    {"rtx-4090", R"json({"attention": "linear", "attention_cells": "n_kv", "attn_s_per_flop": 5.2518717986869344e-14, "attn_s_per_kv_byte": 2.496725914086185e-12, "bandwidth_gbs": 1008.0, "calibration": {"base_device": "rtx-4090 datasheet (1008 GB/s, 165.2 TFLOP/s dense FP16 with FP32 accumulate)", "files": ["tests/data/llama-bench/rtx4090-llama3-8b-q4km.md", "tests/data/llama-bench/rtx4090-llama3-8b-f16.md"], "kv": "f16/f16", "model": "llama-3-8b", "notes": [], "results": 16, "weights": "q4_K_M + f16"}, "gemm_fraction": [[512.0, 0.8673706352352084]], "layer_overhead_s": 0.0, "name": "rtx-4090", "peak_tflops": 165.2, "source": "calibrated from published llama-bench results (RTX 4090, llama.cpp build 2824, 2024-05-10)", "threads": 0, "memory_mib": 24564, "ubatch_overhead_s": 0.002857099379780891, "weight_read_fraction": 0.9728773754620961, "description": "RTX 4090 24 GB fitted by kvsim calibrate on 16 published llama-bench results of Llama-3-8B Q4_K_M and F16 (pp512..pp8192, tg512..tg8192; https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference/blob/9232c8d/LLaMA%203/Gaming%20GPUs/4090_v3.ipynb, copied in tests/data/llama-bench/). Held out (fit on pp512/pp4096/tg512/tg4096 of both types, predict pp1024/pp8192/tg1024/tg8192): median |error| 3.9 %, max 14 %. No flash attention, f16 K/V, depth 0 only: attention terms rest on the tg runs' growing context."})json"},
-    {"rtx-3090", R"json({"attention": "linear", "attention_cells": "n_kv", "attn_s_per_flop": 7.115531472445037e-14, "attn_s_per_kv_byte": 5.096757637339511e-12, "bandwidth_gbs": 936.0, "calibration": {"base_device": "rtx-3090 datasheet (936 GB/s, 71 TFLOP/s dense FP16 with FP32 accumulate (NVIDIA Ampere GA102 GPU architecture whitepaper, appendix A))", "files": ["tests/data/llama-bench/rtx3090-llama3-8b-q4km.md", "tests/data/llama-bench/rtx3090-llama3-8b-f16.md"], "held_out": {"max_abs_error": 0.06671400582898919, "median_abs_error": 0.0346728574760575, "method": "leave-one-out", "results": 16}, "kv": "f16/f16", "model": "llama-3-8b", "notes": [], "results": 16, "weights": "q4_K_M + f16"}, "description": "RTX 3090 24 GB fitted by kvsim calibrate on 16 published llama-bench results of Llama-3-8B Q4_K_M and F16 (pp512..pp8192, tg512..tg8192; https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference/blob/9232c8d/LLaMA%203/Gaming%20GPUs/3090_v3.ipynb, copied in tests/data/llama-bench/). Held out (fit on pp512/pp4096/tg512/tg4096 of both types, predict pp1024/pp8192/tg1024/tg8192): median |error| 3.5 %, max 5.2 %; leave-one-out over all 16: median 3.5 %, max 6.7 %. No flash attention, f16 K/V, depth 0 only: attention terms rest on the tg runs' growing context.", "gemm_fraction": [[512.0, 0.9367726979319903]], "layer_overhead_s": 0.0, "memory_mib": 24576, "name": "rtx-3090", "peak_tflops": 71.0, "source": "calibrated from published llama-bench results (RTX 3090, llama.cpp build 2824, 2024-05-10)", "threads": 0, "ubatch_overhead_s": 0.003050442163171114, "weight_read_fraction": 0.9034578961251751})json"},
-    {"h100-pcie", R"json({"attention": "linear", "attention_cells": "n_kv", "attn_s_per_flop": 3.413295565421221e-14, "attn_s_per_kv_byte": 1.9043648041114533e-12, "bandwidth_gbs": 2000.0, "calibration": {"base_device": "h100-pcie datasheet (2000 GB/s HBM2e, 756 TFLOP/s dense FP16 (NVIDIA H100 PCIe product brief PB-11133-001; 1513 with sparsity))", "files": ["tests/data/llama-bench/h100pcie-llama3-8b-q4km.md", "tests/data/llama-bench/h100pcie-llama3-8b-f16.md"], "held_out": {"max_abs_error": 0.19742203381792767, "median_abs_error": 0.06579026111417356, "method": "leave-one-out", "results": 16}, "kv": "f16/f16", "model": "llama-3-8b", "notes": [], "results": 16, "weights": "q4_K_M + f16"}, "description": "H100 PCIe 80 GB fitted by kvsim calibrate on 16 published llama-bench results of Llama-3-8B Q4_K_M and F16 (pp512..pp8192, tg512..tg8192; https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference/blob/7d5af52/LLaMA%203/Professional%20GPUs/H100_PCIe_v3.ipynb, copied in tests/data/llama-bench/). Held out (fit on pp512/pp4096/tg512/tg4096 of both types, predict pp1024/pp8192/tg1024/tg8192): median |error| 3.6 %, max 16.1 %; leave-one-out over all 16: median 6.6 %, max 19.7 %. No flash attention, f16 K/V, depth 0 only: attention terms rest on the tg runs' growing context.", "gemm_fraction": [[512.0, 0.21075934907706187]], "layer_overhead_s": 0.0, "memory_mib": 81559, "name": "h100-pcie", "peak_tflops": 756.0, "source": "calibrated from published llama-bench results (H100 PCIe, llama.cpp build 2843, 2024-05-10)", "threads": 0, "ubatch_overhead_s": 0.0032816154116742614, "weight_read_fraction": 0.6637174391654196})json"},
-    {"a100-pcie", R"json({"attention": "linear", "attention_cells": "n_kv", "attn_s_per_flop": 3.7735485558837765e-14, "attn_s_per_kv_byte": 2.597584663412595e-12, "bandwidth_gbs": 1935.0, "calibration": {"base_device": "a100-pcie datasheet (1935 GB/s HBM2e, 312 TFLOP/s dense FP16 (NVIDIA A100 datasheet))", "files": ["tests/data/llama-bench/a100pcie-llama3-8b-q4km.md", "tests/data/llama-bench/a100pcie-llama3-8b-f16.md"], "held_out": {"max_abs_error": 0.1810909061464953, "median_abs_error": 0.06766183456255791, "method": "leave-one-out", "results": 16}, "kv": "f16/f16", "model": "llama-3-8b", "notes": [], "results": 16, "weights": "q4_K_M + f16"}, "description": "A100 80GB PCIe 80 GB fitted by kvsim calibrate on 16 published llama-bench results of Llama-3-8B Q4_K_M and F16 (pp512..pp8192, tg512..tg8192; https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference/blob/7d5af52/LLaMA%203/Professional%20GPUs/A100_PCIe_v3.ipynb, copied in tests/data/llama-bench/). Held out (fit on pp512/pp4096/tg512/tg4096 of both types, predict pp1024/pp8192/tg1024/tg8192): median |error| 3.9 %, max 13.9 %; leave-one-out over all 16: median 6.8 %, max 18.1 %. No flash attention, f16 K/V, depth 0 only: attention terms rest on the tg runs' growing context.", "gemm_fraction": [[512.0, 0.3488608540388135]], "layer_overhead_s": 0.0, "memory_mib": 81920, "name": "a100-pcie", "peak_tflops": 312.0, "source": "calibrated from published llama-bench results (A100 80GB PCIe, llama.cpp build 2836, 2024-05)", "threads": 0, "ubatch_overhead_s": 0.0020917512651635007, "weight_read_fraction": 0.4855357133246801})json"},
-};
+const datasheet k_presets[] = {{"h200-datasheet", "datasheet", 4800, 989, 143771},
+                               {"h100-datasheet", "datasheet", 3350, 989, 81559},
+                               {"a100-datasheet", "datasheet", 2039, 312, 81920},
+                               {"cpu", "estimate", 67, 0.4, 0}};
 
 std::string datasheet_json(const datasheet & d) {
-    return fmt::format(R"({{"name": "{}", "source": "datasheet", "bandwidth_gbs": {}, "peak_tflops": {},
+    return fmt::format(R"({{"name": "{}", "source": "{}", "bandwidth_gbs": {}, "peak_tflops": {},
   "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
   "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0, "memory_mib": {}}})",
-                       d.name, d.bandwidth_gbs, d.peak_tflops, d.memory_mib);
+                       d.name, d.source, d.bandwidth_gbs, d.peak_tflops, d.memory_mib);
+}
+
+// The calibrated and derived GPU profiles (lib/time/shipped_profiles.json, written by
+// scripts/fit-shipped-profiles.py from published llama-bench results), in the file's order: (name, JSON text).
+const std::vector<std::pair<std::string, std::string>> & calibrated_presets() {
+    static const auto v = [] {
+        const auto j = nlohmann::json::parse(
+#include "time/shipped_profiles.inc"
+        );
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const auto & p : j.at("profiles")) out.emplace_back(p.at("name").get<std::string>(), p.dump());
+        return out;
+    }();
+    return v;
 }
 
 const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction",
@@ -88,6 +95,18 @@ void read_calibration(const nlohmann::json & j, const std::string & where, devic
     d.calibrated_model = c.value("model", "");
     d.calibrated_weights = split_plus(c.value("weights", ""));
     d.calibrated_kv = split_plus(c.value("kv", ""));
+    if (c.contains("derived_from")) {
+        if (!c["derived_from"].is_string()) throw input_error(where, 0, json_text(c["derived_from"]), "field calibration.derived_from must be a string");
+        d.derived_from = c["derived_from"].get<std::string>();
+    }
+    if (!c.contains("held_out")) return;
+    const auto & h = c["held_out"];
+    if (!h.is_object()) throw input_error(where, 0, json_text(h), "field calibration.held_out must be an object");
+    const std::string w = where + ": calibration.held_out";
+    d.held_out.median_abs = number(h, "median_abs_error", w, -1, {0, 1e3, false});
+    d.held_out.max_abs = number(h, "max_abs_error", w, d.held_out.median_abs, {0, 1e3, false});
+    d.held_out.results = (size_t) number(h, "results", w, 0, {0, 1e9, false}, true);
+    if (h.contains("method") && h["method"].is_string()) d.held_out.method = h["method"].get<std::string>();
 }
 
 // Same weight shapes: the dimensions the step time reads (a preset renamed for a longer context,
@@ -136,6 +155,34 @@ std::vector<std::string> profile_warnings(const device_profile & d, const model_
     return w;
 }
 
+std::string time_accuracy_note(const device_profile & d) {
+    if (d.source == "datasheet") return "datasheet roofline: an upper bound, 2-12x faster than published llama-bench results";
+    if (d.source == "host") return "this machine's measured read bandwidth, no fitted terms: not validated";
+    if (d.source == "estimate") return "an estimate, not validated: calibrate your own (kvsim calibrate) or use --device host";
+    std::string s;
+    if (d.held_out.median_abs >= 0) {
+        s = fmt::format("{}held-out error {:.1f} % median, {:.1f} % max ({}, {} llama-bench results of one sequence; server "
+                        "steps of several sequences not validated)", d.derived_from.empty() ? "" : d.derived_from + "'s ",
+                        100 * d.held_out.median_abs, 100 * d.held_out.max_abs,
+                        d.held_out.method.empty() ? "method not recorded" : d.held_out.method, d.held_out.results);
+    } else {
+        s = "no held-out error recorded in the profile";
+    }
+    if (!d.derived_from.empty()) s = fmt::format("derived from {}, not validated on this card; {}", d.derived_from, s);
+    if (d.overridden) s += "; numbers overridden on the command line, which the error does not cover";
+    return s;
+}
+
+nlohmann::json time_accuracy_json(const device_profile & d) {
+    nlohmann::json j = {{"profile", d.name}, {"source", d.source}, {"note", time_accuracy_note(d)}, {"overridden", d.overridden}};
+    if (!d.derived_from.empty()) j["derived_from"] = d.derived_from;
+    if (d.held_out.median_abs >= 0) {
+        j["held_out"] = {{"method", d.held_out.method}, {"results", d.held_out.results},
+                         {"median_abs_error", d.held_out.median_abs}, {"max_abs_error", d.held_out.max_abs}};
+    }
+    return j;
+}
+
 double device_profile::gemm_fraction_at(double tokens) const {
     const auto & g = gemm_fraction;
     if (g.empty()) return 1.0;
@@ -152,9 +199,8 @@ double device_profile::gemm_fraction_at(double tokens) const {
 
 const std::string & device_preset_json(const std::string & name) {
     static const auto texts = [] {
-        std::vector<std::pair<std::string, std::string>> v;
+        std::vector<std::pair<std::string, std::string>> v = calibrated_presets();
         for (const auto & d : k_presets) v.emplace_back(d.name, datasheet_json(d));
-        for (const auto & [n, t] : k_calibrated) v.emplace_back(n, t);
         return v;
     }();
     for (const auto & [n, t] : texts) {
@@ -166,18 +212,17 @@ const std::string & device_preset_json(const std::string & name) {
 
 std::vector<std::string> device_preset_names(bool calibrated) {
     std::vector<std::string> v;
-    if (!calibrated) {
-        for (const auto & d : k_presets) v.emplace_back(d.name);
+    if (calibrated) {
+        for (const auto & c : calibrated_presets()) v.push_back(c.first);
     } else {
-        for (const auto & c : k_calibrated) v.emplace_back(c.first);
+        for (const auto & d : k_presets) v.emplace_back(d.name);
     }
     return v;
 }
 
 std::vector<std::string> device_preset_names() {
-    std::vector<std::string> v;
-    for (const auto & d : k_presets) v.emplace_back(d.name);
-    for (const auto & c : k_calibrated) v.emplace_back(c.first);
+    std::vector<std::string> v = device_preset_names(true);
+    for (const auto & d : device_preset_names(false)) v.push_back(d);
     return v;
 }
 

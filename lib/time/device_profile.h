@@ -1,7 +1,8 @@
 // A device profile: the numbers the step-time model (time/step_time.h) turns work into seconds
-// with. Data, not constants: shipped profiles are embedded JSON (h200, h100, a100, cpu: vendor
-// datasheet peaks, no efficiency terms), a user's own profile is a JSON file (--device FILE),
-// `kvsim calibrate` writes fitted ones. Format and units: docs/time-model.md.
+// with. Data, not constants: shipped profiles are embedded JSON (GPU profiles fitted on published llama-bench results or
+// derived from one, lib/time/shipped_profiles.json; the datasheet rooflines h200-datasheet, h100-datasheet,
+// a100-datasheet as upper bounds; a cpu estimate), a user's own profile is a JSON file (--device FILE), `kvsim
+// calibrate` writes fitted ones. Format and units: docs/time-model.md.
 #pragma once
 
 #include "core/ggml_type.h"
@@ -16,10 +17,11 @@
 namespace kvsim {
 
 struct device_profile {
-    std::string name = "h200";
+    // A profile file's defaults for a field it omits: the H200 datasheet.
+    std::string name = "h200-datasheet";
     double bandwidth_gbs = 4800.0;      // memory bandwidth, GB/s (1e9 bytes/s)
     double peak_tflops = 989.0;         // dense compute peak, TFLOP/s
-    std::string source = "datasheet";   // datasheet | calibrated | host | file
+    std::string source = "datasheet";   // provenance in words: datasheet, calibrated from ..., derived from ..., host, file
     int threads = 0;                    // threads the numbers hold for (0 = not stated)
     // Device memory in MiB, as nvidia-smi reports the card's total (0 = unknown): what llama-server's --fit
     // sizes an unset context against (replay/server_sizing.h).
@@ -47,12 +49,25 @@ struct device_profile {
     std::vector<std::string> calibrated_weights{};
     // The K/V cache types of its calibration runs as "type_k/type_v" ("f16/f16"); empty when not recorded.
     std::vector<std::string> calibrated_kv{};
+    // How far its times are known to be from llama.cpp's: calibration.held_out, the error kvsim calibrate measured on
+    // results each left out of its own fit (median < 0: none recorded).
+    struct held_out_error {
+        std::string method;
+        size_t results = 0;
+        double median_abs = -1, max_abs = -1;
+    } held_out{};
+    std::string derived_from{};   // calibration.derived_from: a card whose fit this profile reuses (not validated here)
+    bool overridden = false;      // --bandwidth-gbs / --tflops replaced a number the provenance vouches for
 
     bool attention_linear() const { return attention == "linear"; }
     double gemm_fraction_at(double tokens) const;
 };
 
-// A shipped profile by name (h200 h100 a100 cpu). Throws std::invalid_argument listing them.
+// What is known of the accuracy of this profile's simulated times, one sentence for the terminal and the report,
+// and the same as JSON (summary.json's "time_accuracy").
+std::string time_accuracy_note(const device_profile & d);
+nlohmann::json time_accuracy_json(const device_profile & d);
+
 // Why this profile's simulated times may not hold for a replay, one sentence each: a calibration on
 // another model shape, on other weight types or on other K/V cache types (kv: the replay's "type_k/type_v" pairs,
 // several for a plan's grid), and -fa off (not modelled: the times are flash
@@ -62,9 +77,11 @@ std::vector<std::string> profile_warnings(const device_profile & d, const model_
 // "type_k/type_v", as a profile's calibration.kv records a K/V cache type pair.
 std::string kv_types_name(ggml_type type_k, ggml_type type_v);
 
+// A shipped profile by name (device_preset_names()). Throws std::invalid_argument listing them.
 device_profile device_preset(const std::string & name);
 std::vector<std::string> device_preset_names();
-// The shipped profiles of one kind: datasheet peaks, or fitted by kvsim calibrate on published llama-bench results.
+// The shipped profiles of one kind: fitted on (or derived from) published llama-bench results, or the datasheet
+// rooflines and the cpu estimate.
 std::vector<std::string> device_preset_names(bool calibrated);
 // The embedded JSON text of a shipped profile (the same text docs/time-model.md shows).
 const std::string & device_preset_json(const std::string & name);

@@ -83,7 +83,7 @@ private:
                            const step_times & t) const;
     kernel_report_input report_input() const {
         return {&acct_, &sampler_, limit_, (bool) probe_.measure, probe_.what, be_->kind(), threads(), layers(), rot_,
-                o_.verify ? &verify_ : nullptr};
+                o_.verify ? &verify_ : nullptr, feedback_ != nullptr && o_.measured_step_time};
     }
 
     kernel_options o_;

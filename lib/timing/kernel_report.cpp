@@ -81,6 +81,11 @@ std::vector<std::pair<std::string, std::string>> kernel_terminal_rows(const kern
     const auto pct = [&](double g) { return lim.read_gbs > 0 ? 100.0 * g / lim.read_gbs : 0.0; };
     const uint64_t hazards = a.shift_hazards();
     std::vector<std::pair<std::string, std::string>> rows = {
+        // these rows sit beside the simulated device's times: say that they are not its
+        {"kernels", fmt::format("timed on this machine ({}, {} threads): {}", in.backend == backend_kind::cuda ? "CUDA" : "CPU",
+                                in.threads,
+                                in.feeds_step_time ? "their times replace the profile's attention term (--step-time measured)"
+                                                   : "not the simulated device; they do not enter the simulated time")},
         {"measured limit", in.limit_probed ? fmt::format("{:.1f} GB/s {}", lim.read_gbs, in.limit_what)
                                            : fmt::format("{:.1f} GB/s read, {:.1f} GB/s copy ({} threads)", lim.read_gbs,
                                                          lim.copy_gbs, in.threads)},

@@ -28,12 +28,14 @@ struct kernel_report_input {
     uint32_t layers = 1;              // timed layers
     attn_rot rot;
     const verify_stats * verify = nullptr;   // null: --verify off
+    bool feeds_step_time = false;     // --step-time measured: these times replace the profile's attention term
 };
 
 // summary.json "bandwidth": limits, sampled/timed counts, GB/s overall and by tokens per stream, mask and
 // K-shift counts, rotation, and (--verify) the verify stats.
 nlohmann::json kernel_summary(const kernel_report_input & in);
-// The terminal table's (name, value) rows: measured limit, attention, its split by tokens, K-shifts, verify.
+// The terminal table's (name, value) rows: whose machine they measure, measured limit, attention, its split by
+// tokens, K-shifts, verify.
 std::vector<std::pair<std::string, std::string>> kernel_terminal_rows(const kernel_report_input & in);
 
 }  // namespace kvsim

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Regenerate lib/time/shipped_profiles.json: the calibrated and derived GPU profiles kvsim ships.
+
+Every fitted profile comes from published llama-bench tables copied verbatim in tests/data/llama-bench/
+(docs/data/published-llama-bench-gpu.md names each source). For each card this script runs, with the
+kvsim binary given:
+  1. the held-out test: fit on pp512/pp4096/tg512/tg4096, predict pp1024/pp8192/tg1024/tg8192;
+  2. the shipped fit on every usable result (kvsim calibrate also reports leave-one-out over them).
+Cards with no public single-GPU llama-bench table (H100 SXM, H200) are derived from the H100 PCIe fit,
+as "derived" below says. The output is deterministic: no machine is measured.
+
+Usage: scripts/fit-shipped-profiles.py KVSIM [OUT]   (OUT default: lib/time/shipped_profiles.json)
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = "tests/data/llama-bench"
+REPO = "https://github.com/XiongjieDai/GPU-Benchmarks-on-LLM-Inference/blob/"
+
+# name, label, data prefix, datasheet (GB/s, TFLOP/s, citation), nvidia-smi MiB, notebook, build, date,
+# whether the F16 prompt rows are usable (docs/data/published-llama-bench-gpu.md, "Doubts about Source 1").
+CARDS = [
+    ("rtx-4090", "RTX 4090 24 GB", "rtx4090", (1008, 165.2, "dense FP16 with FP32 accumulate"), 24564,
+     "9232c8d/LLaMA%203/Gaming%20GPUs/4090_v3.ipynb", 2824, "2024-05-10", True),
+    ("rtx-3090", "RTX 3090 24 GB", "rtx3090",
+     (936, 71, "dense FP16 with FP32 accumulate (NVIDIA Ampere GA102 GPU architecture whitepaper, appendix A)"), 24576,
+     "9232c8d/LLaMA%203/Gaming%20GPUs/3090_v3.ipynb", 2824, "2024-05-10", True),
+    ("h100-pcie", "H100 PCIe 80 GB", "h100pcie",
+     (2000, 756, "HBM2e, dense FP16 (NVIDIA H100 PCIe product brief PB-11133-001; 1513 with sparsity)"), 81559,
+     "7d5af52/LLaMA%203/Professional%20GPUs/H100_PCIe_v3.ipynb", 2843, "2024-05-10", True),
+    ("a100-pcie-80gb", "A100 80GB PCIe", "a100pcie", (1935, 312, "HBM2e, dense FP16 (NVIDIA A100 datasheet)"), 81920,
+     "7d5af52/LLaMA%203/Professional%20GPUs/A100_PCIe_v3.ipynb", 2836, "2024-05", True),
+    ("a100-sxm-80gb", "A100 SXM4 80 GB", "a100sxm", (2039, 312, "HBM2e, dense FP16 (NVIDIA A100 datasheet)"), 81920,
+     "7d5af52/LLaMA%203/Professional%20GPUs/A100_SXM_v3.ipynb", 2837, "2024-05", False),
+    ("l40s", "L40S 48 GB", "l40s", (864, 362.05, "GDDR6, dense FP16 tensor (NVIDIA L40S datasheet; 733 with sparsity)"),
+     46068, "7d5af52/LLaMA%203/Professional%20GPUs/L40S_v3.ipynb", 2834, "2024-05", False),
+]
+
+# Derived cards: (name, label, from, GB/s, TFLOP/s, MiB, datasheet citation).
+DERIVED = [
+    ("h100-sxm", "H100 SXM 80 GB", "h100-pcie", 3350, 989, 81559,
+     "3.35 TB/s HBM3, 989 TFLOP/s dense FP16 (NVIDIA H100 datasheet)"),
+    ("h200", "H200 141 GB", "h100-pcie", 4800, 989, 143771,
+     "4.8 TB/s HBM3e, 989 TFLOP/s dense FP16 (NVIDIA H200 datasheet)"),
+]
+
+FIT_TESTS, HELD_TESTS = ("512", "4096"), ("1024", "8192")
+
+
+def run(kvsim, args):
+    p = subprocess.run([kvsim] + args, cwd=ROOT, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"fit-shipped-profiles: {' '.join(args)} failed ({p.returncode}):\n{p.stderr}")
+    return p.stdout + p.stderr
+
+
+def rows_file(src, keep, out):
+    """Copy a markdown table keeping its header lines and the result rows keep(test) accepts."""
+    with open(os.path.join(ROOT, src)) as f, open(out, "w") as o:
+        for line in f:
+            m = re.search(r"\|\s*(pp|tg) (\d+)\s*\|", line)
+            if not m or keep(m.group(1), m.group(2)):
+                o.write(line)
+
+
+def errors(text):
+    """(median, max) |error| of kvsim calibrate --predict's summary line, as fractions."""
+    m = re.search(r"\|error\| median ([\d.]+)%, p90 [\d.]+%, max ([\d.]+)%", text)
+    return float(m.group(1)) / 100, float(m.group(2)) / 100
+
+
+def fit_card(kvsim, tmp, card):
+    name, label, prefix, (gbs, tflops, cite), mib, notebook, build, date, f16_pp = card
+    base = os.path.join(tmp, name + "-datasheet.json")
+    with open(base, "w") as f:
+        json.dump({"name": name, "source": "datasheet", "bandwidth_gbs": gbs, "peak_tflops": tflops, "memory_mib": mib}, f)
+    usable = lambda w: (lambda kind, n: f16_pp or w == "q4km" or kind == "tg")
+    files, fit, held = [], [], []
+    for w in ("q4km", "f16"):
+        src = f"{DATA}/{prefix}-llama3-8b-{w}.md"
+        all_rows, a, b = (os.path.join(tmp, f"{name}-{w}-{s}.md") for s in ("all", "fit", "held"))
+        rows_file(src, usable(w), all_rows)
+        rows_file(src, lambda k, n, u=usable(w): u(k, n) and n in FIT_TESTS, a)
+        rows_file(src, lambda k, n, u=usable(w): u(k, n) and n in HELD_TESTS, b)
+        files.append((src, all_rows))
+        fit.append(a)
+        held.append(b)
+    half = os.path.join(tmp, name + "-half.json")
+    run(kvsim, ["calibrate", *fit, "--model", "llama-3-8b", "--device", base, "-o", half])
+    h_med, h_max = errors(run(kvsim, ["calibrate", *held, "--model", "llama-3-8b", "--device", half, "--predict"]))
+    out = os.path.join(tmp, name + ".json")
+    run(kvsim, ["calibrate", *(t for _, t in files), "--model", "llama-3-8b", "--device", base, "--name", name, "-o", out])
+    with open(out) as f:
+        p = json.load(f)
+    c = p["calibration"]
+    loo = c["held_out"]
+    url = REPO + notebook
+    c["files"] = [s for s, _ in files]
+    c["base_device"] = f"{name} datasheet ({gbs} GB/s, {tflops} TFLOP/s {cite})"
+    c["sources"] = [{"url": url, "llama_cpp_build": build, "date": date}]
+    c["held_out_split"] = {"fit": "pp512, pp4096, tg512, tg4096", "predicted": "pp1024, pp8192, tg1024, tg8192",
+                           "median_abs_error": h_med, "max_abs_error": h_max}
+    left_out = "" if f16_pp else " The F16 prompt rows are left out (far below the same card's Q4_K_M prompt rows: outliers)."
+    p["source"] = f"calibrated from published llama-bench results ({label}, llama.cpp build {build}, {date})"
+    p["description"] = (
+        f"{label} fitted by kvsim calibrate on {c['results']} published llama-bench results of Llama-3-8B Q4_K_M and F16 "
+        f"({url}, copied in {DATA}/).{left_out} Held out (fit on pp512/pp4096/tg512/tg4096, predict "
+        f"pp1024/pp8192/tg1024/tg8192): median |error| {100 * h_med:.1f} %, max {100 * h_max:.1f} %; leave-one-out over "
+        f"all {loo['results']}: median {100 * loo['median_abs_error']:.1f} %, max {100 * loo['max_abs_error']:.1f} %. "
+        "No flash attention, f16 K/V, one sequence at depth 0 (llama.cpp of May 2024): attention terms rest on the tg "
+        "runs' growing context.")
+    return p
+
+
+def derive(profiles, d):
+    """A card with no public table: the fitted efficiencies of a sibling card on this card's datasheet."""
+    name, label, src, gbs, tflops, mib, cite = d
+    s = profiles[src]
+    p = json.loads(json.dumps(s))
+    p.update(name=name, bandwidth_gbs=gbs, peak_tflops=tflops, memory_mib=mib)
+    # attention terms are seconds per byte and per FLOP: they scale with the bandwidth and the peak as the weight terms do
+    p["attn_s_per_kv_byte"] = s["attn_s_per_kv_byte"] * s["bandwidth_gbs"] / gbs
+    p["attn_s_per_flop"] = s["attn_s_per_flop"] * s["peak_tflops"] / tflops
+    c = p["calibration"]
+    c["derived_from"] = src
+    c["base_device"] = f"{name} datasheet ({cite})"
+    c.pop("held_out_split", None)   # held_out stays: the sibling's own leave-one-out error, which the note names as such
+    src_of = s["calibration"]["sources"][0]
+    p["source"] = (f"derived from {src}'s fit to published llama-bench results (llama.cpp build {src_of['llama_cpp_build']}, "
+                   f"{src_of['date']})")
+    p["description"] = (
+        f"{label}: no published single-GPU llama-bench table of this card was found (docs/data/published-llama-bench-gpu.md "
+        f"lists the searches). Derived from {src}: the same fitted fractions of bandwidth ({s['weight_read_fraction']:.3f}) "
+        f"and peak, the same fixed cost per ubatch ({1e3 * s['ubatch_overhead_s']:.2f} ms) and attention terms scaled by the "
+        f"datasheets ({cite}). Not validated against this card: on the A100, PCIe to SXM (+5 % datasheet bandwidth) "
+        "moved the fitted weight-read rate by -2 %, so a faster memory may not raise llama.cpp's rate in proportion and "
+        "these times lean optimistic.")
+    return p
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    kvsim = os.path.abspath(sys.argv[1])
+    out = sys.argv[2] if len(sys.argv) == 3 else os.path.join(ROOT, "lib/time/shipped_profiles.json")
+    profiles = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for card in CARDS:
+            profiles[card[0]] = fit_card(kvsim, tmp, card)
+    for d in DERIVED:
+        profiles[d[0]] = derive(profiles, d)
+    with open(out, "w") as f:
+        json.dump({"generated_by": "scripts/fit-shipped-profiles.py", "profiles": list(profiles.values())}, f, indent=1,
+                  sort_keys=True)
+        f.write("\n")
+    for p in profiles.values():
+        print(f"{p['name']:16} {p['source']}")
+
+
+if __name__ == "__main__":
+    main()
