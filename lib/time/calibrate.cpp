@@ -344,19 +344,21 @@ std::vector<const weight_file_type *> checked_weight_types(const std::vector<lla
 }
 }  // namespace
 
-calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
-                             const device_profile & base) {
-    calibration_result r;
-    const std::vector<const weight_file_type *> ft = checked_weight_types(points, m, weights, r);
-    std::vector<std::vector<ubatch_terms>> pts;
-    std::vector<double> y;
+namespace {
+// One fit of the linear terms to results whose ubatches are given (float-weight ubatches' FLOPs already divided by the
+// float_gemm_speedup being tried): the profile's terms, and the notes on terms it could not fit.
+struct term_fit {
+    device_profile profile;
+    std::vector<std::string> notes;
+    double sq_error = 0;   // sum of squared relative errors over the results
+};
+
+term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const model_shape & m,
+                   const device_profile & base) {
+    term_fit r;
     fit_state s;
-    for (size_t i = 0; i < points.size(); ++i) {
-        const auto & p = points[i];
-        pts.push_back(bench_row_ubatches(p, step_time_model{base, m, ft[i]}));
-        y.push_back(p.avg_s);
-        for (const auto & t : pts.back()) s.sizes.push_back(t.n_tokens);
-    }
+    for (const auto & p : pts)
+        for (const auto & t : p) s.sizes.push_back(t.n_tokens);
     std::sort(s.sizes.begin(), s.sizes.end());
     s.sizes.erase(std::unique(s.sizes.begin(), s.sizes.end()), s.sizes.end());
     const double bw = base.bandwidth_gbs * 1e9, peak = base.peak_tflops * 1e12;
@@ -379,10 +381,10 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
             for (const auto & t : p) has[branch[ub++] ? (size_t) T_WEIGHTS : s.gemm_of(t.n_tokens)] = true;
         if (!has[T_WEIGHTS]) s.active[T_WEIGHTS] = false;
         for (size_t k = T_GEMM0; k < s.x.size(); ++k) s.active[k] = has[k] && gemm_free[k];
-        if (!keep_from_base(s, base, points.size(), r.notes)) {
+        if (!keep_from_base(s, base, pts.size(), r.notes)) {
             throw usage_error(fmt::format("kvsim calibrate: {} llama-bench result(s) for {} free terms; run llama-bench with more "
                                           "-p/-n/-d/-ub values (e.g. -p 64,256,512 -n 32 -d 0,1024,4096)",
-                                          points.size(), (size_t) std::count(s.active.begin(), s.active.end(), true)));
+                                          pts.size(), (size_t) std::count(s.active.begin(), s.active.end(), true)));
         }
         if (!solve(pts, y, s, branch)) {
             // not separable by these results: give up the least identifiable term, in this order
@@ -425,6 +427,7 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
     device_profile & d = r.profile;
     d = base;
     d.source = "calibrated";
+    d.float_gemm_speedup = 1.0;   // the FLOPs given already carry it; calibrate sets the one tried
     d.weight_read_fraction = 1.0 / (s.x[T_WEIGHTS] * bw);
     d.gemm_fraction.clear();
     for (size_t k = T_GEMM0; k < s.x.size(); ++k) {
@@ -441,6 +444,85 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
     d.attention = attention_from_base ? base.attention : "linear";
     d.attn_s_per_kv_byte = s.x[T_KV];
     d.attn_s_per_flop = s.x[T_ATTN_FLOPS];
+    const step_time_model fitted{d, m, nullptr};   // the float speed-up is already in the FLOPs
+    for (size_t i = 0; i < pts.size(); ++i) {
+        double t = 0;
+        for (const auto & u : pts[i]) t += fitted.seconds_of(u);
+        r.sq_error += (t - y[i]) * (t - y[i]) / (y[i] * y[i]);
+    }
+    return r;
+}
+
+// The results' ubatches with the FLOPs of float-weight results divided by `speedup` (what
+// step_time_model::seconds_of does with a profile's float_gemm_speedup).
+std::vector<std::vector<ubatch_terms>> with_float_speedup(std::vector<std::vector<ubatch_terms>> pts,
+                                                          const std::vector<const weight_file_type *> & ft, double speedup) {
+    for (size_t i = 0; i < pts.size(); ++i) {
+        if (!is_float_weight_type(*ft[i])) continue;
+        for (auto & t : pts[i]) t.dense_flops /= speedup;
+    }
+    return pts;
+}
+
+// float_gemm_speedup by a search on its logarithm (the other terms are linear given it): a coarse grid over
+// 1/4..4, then golden-section around the best grid point. Results of one weight family cannot tell it: the base's.
+double fit_float_speedup(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const model_shape & m,
+                         const std::vector<const weight_file_type *> & ft, const device_profile & base) {
+    const auto cost = [&](double log_f) {
+        try {
+            return fit_terms(with_float_speedup(pts, ft, std::exp(log_f)), y, m, base).sq_error;
+        } catch (const usage_error &) {
+            return HUGE_VAL;
+        }
+    };
+    const double lo = std::log(0.25), hi = std::log(4.0);
+    const int n = 24;
+    double best = 0, best_cost = HUGE_VAL;
+    for (int i = 0; i <= n; ++i) {
+        const double x = lo + (hi - lo) * i / n, c = cost(x);
+        if (c < best_cost) best = x, best_cost = c;
+    }
+    double a = best - (hi - lo) / n, b = best + (hi - lo) / n;
+    const double g = (std::sqrt(5.0) - 1) / 2;
+    for (int i = 0; i < 30; ++i) {
+        const double x1 = b - g * (b - a), x2 = a + g * (b - a);
+        if (cost(x1) < cost(x2)) b = x2;
+        else a = x1;
+    }
+    const double mid = (a + b) / 2;
+    return std::exp(cost(mid) <= best_cost ? mid : best);
+}
+}  // namespace
+
+calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
+                             const device_profile & base) {
+    calibration_result r;
+    const std::vector<const weight_file_type *> ft = checked_weight_types(points, m, weights, r);
+    std::vector<std::vector<ubatch_terms>> pts;
+    std::vector<double> y;
+    for (size_t i = 0; i < points.size(); ++i) {
+        pts.push_back(bench_row_ubatches(points[i], step_time_model{base, m, ft[i]}));
+        y.push_back(points[i].avg_s);
+    }
+    // GEMMs of float weights (cuBLAS on CUDA) and of quantized ones (llama.cpp's own kernels) differ per FLOP: with
+    // prompts of both families the speed-up is fitted, otherwise kept from the base profile
+    const auto has_prompts = [&](bool fl) {
+        for (size_t i = 0; i < points.size(); ++i) {
+            if (is_float_weight_type(*ft[i]) == fl && points[i].n_prompt > 1) return true;
+        }
+        return false;
+    };
+    const bool both = has_prompts(true) && has_prompts(false);
+    const double speedup = both ? fit_float_speedup(pts, y, m, ft, base) : base.float_gemm_speedup;
+    term_fit fit = fit_terms(with_float_speedup(pts, ft, speedup), y, m, base);
+    r.notes.insert(r.notes.end(), fit.notes.begin(), fit.notes.end());
+    if (!both && base.float_gemm_speedup != 1.0) {
+        r.notes.push_back(fmt::format("float_gemm_speedup: kept from the base profile ({:g}): prompts of one weight family (float "
+                                      "or quantized) cannot tell it", base.float_gemm_speedup));
+    }
+    device_profile & d = r.profile;
+    d = fit.profile;
+    d.float_gemm_speedup = speedup;
     std::map<int, int> threads;
     for (const auto & p : points) ++threads[p.n_threads];
     d.threads = std::max_element(threads.begin(), threads.end(), [](auto a, auto b) { return a.second < b.second; })->first;

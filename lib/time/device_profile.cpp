@@ -53,7 +53,7 @@ const std::vector<std::pair<std::string, std::string>> & calibrated_presets() {
 }
 
 const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction",
-                                        "gemm_fraction", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
+                                        "gemm_fraction", "float_gemm_speedup", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
                                         "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
 
 // Bounds a profile number must lie in: far beyond any device, yet a typo or a hostile file
@@ -269,6 +269,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     // a fraction above 1 is legal: calibrate fits against the base profile's peak, which can be
     // below what the machine reaches; 10x the peak is a wrong profile, not an efficiency
     d.weight_read_fraction = number(j, "weight_read_fraction", where, 1.0, {0, 10, true});
+    d.float_gemm_speedup = number(j, "float_gemm_speedup", where, 1.0, {0, 100, true});
     d.ubatch_overhead_s = number(j, "ubatch_overhead_s", where, 0, {0, 1, false});
     d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
     d.attn_s_per_kv_byte = number(j, "attn_s_per_kv_byte", where, 0, {0, 1e-6, false});   // >= 1 MB/s
@@ -315,6 +316,7 @@ nlohmann::json device_profile_json(const device_profile & d) {
             {"memory_mib", d.memory_mib},
             {"weight_read_fraction", d.weight_read_fraction},
             {"gemm_fraction", g},
+            {"float_gemm_speedup", d.float_gemm_speedup},
             {"ubatch_overhead_s", d.ubatch_overhead_s},
             {"layer_overhead_s", d.layer_overhead_s},
             {"attention", d.attention},

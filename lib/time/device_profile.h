@@ -31,6 +31,9 @@ struct device_profile {
     // Achieved fraction of peak_tflops in the weight GEMMs, by tokens per ubatch: (tokens, fraction)
     // points, ascending; between points linear in log2(tokens), outside them the nearest point.
     std::vector<std::pair<double, double>> gemm_fraction = {{1.0, 1.0}};
+    // GEMMs of float weights (f32/f16/bf16) reach gemm_fraction times this: on CUDA they run through cuBLAS, quantized
+    // ones through llama.cpp's own kernels (mmq), about 1.3x slower per FLOP on the published cards (docs/benchmarks.md).
+    double float_gemm_speedup = 1.0;
     double ubatch_overhead_s = 0;       // fixed seconds per ubatch (graph build, launch, sync)
     double layer_overhead_s = 0;        // fixed seconds per layer per ubatch
     // Attention: "roofline" (K/V bytes join the weights' bytes, attention FLOPs the dense FLOPs,

@@ -61,7 +61,8 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
         flops += t.attn_flops;
     }
     const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.weight_read_fraction);
-    const double compute = flops / (device.peak_tflops * 1e12 * device.gemm_fraction_at(t.n_tokens));
+    const double gemm = device.gemm_fraction_at(t.n_tokens) * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
+    const double compute = flops / (device.peak_tflops * 1e12 * gemm);
     return std::max(mem, compute) + attn + device.ubatch_overhead_s + model.n_layer * device.layer_overhead_s;
 }
 
@@ -71,7 +72,8 @@ std::string step_time_model::describe() const {
     if (device.weight_read_fraction != 1.0 || device.gemm_fraction.size() > 1 || device.gemm_fraction.front().second != 1.0) {
         std::string g;
         for (const auto & [tokens, f] : device.gemm_fraction) g += fmt::format("{}{:.3f} at {:g} tokens", g.empty() ? "" : ", ", f, tokens);
-        extra += fmt::format(", achieved fractions: weight reads {:.3f}, GEMMs {}", device.weight_read_fraction, g);
+        extra += fmt::format(", achieved fractions: weight reads {:.3f}, GEMMs {}{}", device.weight_read_fraction, g,
+                             device.float_gemm_speedup != 1.0 ? fmt::format(" (float weights x{:.2f})", device.float_gemm_speedup) : "");
     }
     if (device.ubatch_overhead_s > 0 || device.layer_overhead_s > 0) {
         extra += fmt::format(", overhead {:.1f} us per ubatch + {:.2f} us per layer", device.ubatch_overhead_s * 1e6,

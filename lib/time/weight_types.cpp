@@ -55,6 +55,12 @@ const weight_tensor_type & weight_tensor_type_by_name(const std::string & name) 
     throw std::invalid_argument("unknown ggml weight type '" + name + "'");
 }
 
+bool is_float_weight_type(const weight_file_type * t) {
+    if (!t) return true;
+    const std::string n = t->name;
+    return n == "f32" || n == "f16" || n == "bf16";
+}
+
 const weight_file_type & parse_weight_file_type(const std::string & name) {
     for (const auto & f : k_files) {
         if (lower(name) == lower(f.name)) return f;

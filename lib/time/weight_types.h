@@ -36,6 +36,10 @@ struct weight_file_type {
 // Accepts the names above, case-insensitively. Throws std::invalid_argument listing them.
 const weight_file_type & parse_weight_file_type(const std::string & name);
 std::vector<std::string> weight_file_type_names();
+// f32, f16 or bf16: weights whose GEMMs take the float path (CUDA: cuBLAS; ggml-cuda.cu ggml_cuda_mul_mat) rather
+// than llama.cpp's quantized kernels (mmq / mmvq); nullptr (the default f16) counts as float.
+bool is_float_weight_type(const weight_file_type * t);
+inline bool is_float_weight_type(const weight_file_type & t) { return is_float_weight_type(&t); }
 // The file type whose llama_ftype_name is `ftype_name` (exact), or nullptr.
 const weight_file_type * weight_file_type_by_ftype_name(const std::string & ftype_name);
 
