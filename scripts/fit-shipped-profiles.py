@@ -51,6 +51,12 @@ DERIVED = [
 
 FIT_TESTS, HELD_TESTS = ("512", "4096"), ("1024", "8192")
 
+# The host link of each card (GB/s per direction, PCI-SIG datasheet rates: PCIe 4.0 x16 31.5, 5.0 x16 63; the SXM
+# boards reach the host over PCIe 4.0 (A100) or 5.0 (H100, H200) switches). Not calibrated: what llama-server's RAM
+# prompt cache and checkpoint copies take is bounded by it (pageable copies reach less).
+HOST_LINK = {"rtx-4090": 31.5, "rtx-3090": 31.5, "h100-pcie": 63, "a100-pcie-80gb": 31.5, "a100-sxm-80gb": 31.5,
+             "l40s": 31.5, "h100-sxm": 63, "h200": 63}
+
 
 def run(kvsim, args):
     p = subprocess.run([kvsim] + args, cwd=ROOT, capture_output=True, text=True)
@@ -106,6 +112,7 @@ def fit_card(kvsim, tmp, card, float_speedup):
     c["files"] = [s for s, _ in files]
     c["base_device"] = f"{name} datasheet ({gbs} GB/s, {tflops} TFLOP/s {cite})"
     c["sources"] = [{"url": url, "llama_cpp_build": build, "date": date}]
+    p["host_link_gbs"] = HOST_LINK[name]
     c["held_out_split"] = {"fit": "pp512, pp4096, tg512, tg4096", "predicted": "pp1024, pp8192, tg1024, tg8192",
                            "median_abs_error": h_med, "max_abs_error": h_max}
     left_out = "" if f16_pp else (
@@ -127,7 +134,7 @@ def derive(profiles, d):
     name, label, src, gbs, tflops, mib, cite = d
     s = profiles[src]
     p = json.loads(json.dumps(s))
-    p.update(name=name, bandwidth_gbs=gbs, peak_tflops=tflops, memory_mib=mib)
+    p.update(name=name, bandwidth_gbs=gbs, peak_tflops=tflops, memory_mib=mib, host_link_gbs=HOST_LINK[name])
     # attention terms are seconds per byte and per FLOP: they scale with the bandwidth and the peak as the weight terms do
     p["attn_s_per_kv_byte"] = s["attn_s_per_kv_byte"] * s["bandwidth_gbs"] / gbs
     p["attn_s_per_flop"] = s["attn_s_per_flop"] * s["peak_tflops"] / tflops

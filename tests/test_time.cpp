@@ -105,15 +105,33 @@ TEST_CASE("step_timer: one record per call; the clock advances by its predicted 
     CHECK(f.predicted_s == 0.0);
     CHECK(clock.now() == t2);
 
-    // a restore: the scheduler says so; no time (the host link is not modelled yet)
-    const step_record & s = timer.restore_done(true);
+    // a restore: the scheduler says so; no time on a profile without a host link
+    const step_record & s = timer.restore_done(true, 1e9);
     CHECK(s.kind == step_kind::restore);
     CHECK(s.t_start == t2);
     CHECK(s.predicted_s == 0.0);
     CHECK(clock.now() == t2);
     CHECK(std::string(step_kind_name(s.kind)) == "restore");
+    timer.save_done(1e9);
+    CHECK(clock.now() == t2);
 
     CHECK(log.seen.size() == 4);
+}
+
+TEST_CASE("step_timer: saves and restores cross the host link (host_link_gbs)") {
+    sim_clock clock;
+    step_time_model tm = tiny_model();
+    tm.device.host_link_gbs = 2;   // 2e9 bytes per second
+    step_timer timer(tm, clock);
+    const step_record & r = timer.restore_done(true, 1e9);   // 1 GB in: 0.5 s, in the record and on the clock
+    CHECK(r.predicted_s == doctest::Approx(0.5));
+    CHECK(clock.now() == doctest::Approx(0.5));
+    timer.save_done(3e9);   // 3 GB out: 1.5 s on the clock, no record
+    CHECK(clock.now() == doctest::Approx(2.0));
+    CHECK(timer.restore_done(false, 1e9).predicted_s == 0.0);   // did not fit: nothing copied
+    CHECK(clock.now() == doctest::Approx(2.0));
+    CHECK(timer.host_copy_bytes() == 4e9);
+    CHECK(timer.host_copy_seconds() == doctest::Approx(2.0));
 }
 
 TEST_CASE("step_timer: measured attention replaces the attention part of the calls after it") {

@@ -92,6 +92,14 @@ std::string ram_cache_line(const replay_options & opt, const json & rc) {
                        (double) rc["peak_bytes"].get<uint64_t>() / (1024.0 * 1024.0));
 }
 
+// The RAM prompt cache's and the checkpoints' saves and restores: K/V copied between device and host memory.
+std::string host_copies_line(const json & h) {
+    const double gbs = h["host_link_gbs"].get<double>();
+    if (gbs <= 0) return fmt::format("{:.2f} GB saved and restored, not timed (the profile has no host_link_gbs)", h["bytes"].get<double>() / 1e9);
+    return fmt::format("{:.2f} GB saved and restored at {:g} GB/s: {:.2f} s of simulated time", h["bytes"].get<double>() / 1e9, gbs,
+                       h["seconds"].get<double>());
+}
+
 // "0.127 / 1.059 s" from a latency statistic of summary.json; "-" when no request got there.
 std::string p50_p99(const json & st) {
     return st.value("n", 0) ? fmt::format("{:.3f} / {:.3f} s", st["p50"].get<double>(), st["p99"].get<double>()) : std::string("-");
@@ -152,6 +160,7 @@ terminal_rows request_terminal_rows(const replay_options & opt, const server_sim
                                      totals["prefix_tokens_reused"].get<uint64_t>())},
         {"cache reuse", cache_reuse_line(sim, totals["cache_reuse"])},
         {"RAM prompt cache", ram_cache_line(opt, totals["ram_cache"])},
+        {"host copies", host_copies_line(totals["host_copies"])},
         {"context checkpoints", opt.model.has_swa() && !opt.ctx.swa_full && opt.server.n_ctx_checkpoints > 0
                                     ? fmt::format("{} created, {} restored", totals["context_checkpoints"]["created"].get<uint64_t>(),
                                                   totals["context_checkpoints"]["restored"].get<uint64_t>())
@@ -224,7 +233,9 @@ public:
         const step_time_model & tm = sim_->timer().model();
         const json lat = latency_summary(sim_->results());
         const json load = load_summary(sim_->results(), ctx.params().n_seq_max);
-        const json totals = request_totals_json(trace_, tt, ctx);
+        json totals = request_totals_json(trace_, tt, ctx);
+        totals["host_copies"] = {{"bytes", sim_->timer().host_copy_bytes()}, {"seconds", sim_->timer().host_copy_seconds()},
+                                 {"host_link_gbs", tm.device.host_link_gbs}};
         replay_report rep;
         rep.summary = {{"kind", "request_trace"},
                        {"format", request_format_name(trace_.format)},

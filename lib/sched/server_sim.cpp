@@ -216,6 +216,7 @@ bool server_sim::prompt_save(slot_t & s) {
     prompt_cache_state * st = ram_->alloc(s.prompt, seq_state_bytes(cells, false));
     if (!st) return false;
     st->cells = std::move(cells);
+    timer_.save_done((double) st->state_bytes);   // llama_state_seq_get_data_ext: the cells' K/V copied to host memory
     ++totals_.ram_saves;
     totals_.ram_peak_bytes = std::max<uint64_t>(totals_.ram_peak_bytes, ram_->bytes());
     totals_.ram_peak_states = std::max<uint64_t>(totals_.ram_peak_states, ram_->n_states());
@@ -232,7 +233,7 @@ void server_sim::prompt_load(slot_t & s, const request & rq) {
     const auto pos = in_cell_order(it->cells);
     const bool ok = run_.restore(s.id, pos, false, fmt::format("R{}", totals_.ram_restores), run_.ctx().sizes().n_ubatch,
                                  next_line());
-    timer_.restore_done(ok);
+    timer_.restore_done(ok, (double) it->state_bytes);
     if (!ok) {
         // the state did not fit: upstream logs "failed to restore state" and clears the slot
         prompt_clear(s);
@@ -403,7 +404,7 @@ int32_t server_sim::reuse_from_checkpoint(slot_t & s, int32_t n_past) {
                 if (!run_.restore(s.id, in_cell_order(it->cells), iswa, "C", run_.ctx().sizes().n_ubatch, next_line())) {
                     throw std::logic_error("server_sim: a context checkpoint did not fit back into the cache (upstream aborts)");
                 }
-                timer_.restore_done(true);
+                timer_.restore_done(true, (double) it->bytes);
                 pos_next = std::min(pos_next, std::max(it->pos_min + 1, it->pos_max));
                 n_past = (int32_t) std::min<int64_t>(std::min(pos_next, s.prompt.tokens.n), it->n_tokens);
                 ++totals_.checkpoints_restored;
@@ -472,6 +473,7 @@ void server_sim::create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos p
     auto cells = seq_saved_cells(s.id, true);
     const size_t bytes = seq_state_bytes(cells, true);
     cps.push_back({n_tokens_new, (int) s.task, pos_min, pos_max, bytes, std::move(cells)});
+    timer_.save_done((double) bytes);
     ++totals_.checkpoints_created;
 }
 

@@ -20,22 +20,25 @@ namespace {
 // H200 SXM 4.8 TB/s HBM3e, H100 SXM 3.35 TB/s, A100 80GB SXM 2.039 TB/s; dense BF16 tensor-core peaks 989 / 989 /
 // 312 TFLOP/s. Memory: the total nvidia-smi reports for the 141 GB, 80 GB and 80 GB cards (143771, 81559 and 81920
 // MiB). cpu: an estimate for the 2-vCPU Zen 3 class machine of this project, 67 GB/s and 0.4 TFLOP/s (measure
-// yours: --device host or kvsim calibrate), memory unknown.
+// yours: --device host or kvsim calibrate), memory unknown. Host link: PCIe 5.0 x16 (H100, H200) and 4.0 x16 (A100),
+// 63 and 31.5 GB/s per direction (PCI-SIG); cpu: a single-threaded memcpy of the cells' rows, about 10 GB/s (estimate).
 struct datasheet {
     const char * name, * source;
     double bandwidth_gbs, peak_tflops;
     uint64_t memory_mib;
+    double host_link_gbs;
 };
-const datasheet k_presets[] = {{"h200-datasheet", "datasheet", 4800, 989, 143771},
-                               {"h100-datasheet", "datasheet", 3350, 989, 81559},
-                               {"a100-datasheet", "datasheet", 2039, 312, 81920},
-                               {"cpu", "estimate", 67, 0.4, 0}};
+const datasheet k_presets[] = {{"h200-datasheet", "datasheet", 4800, 989, 143771, 63},
+                               {"h100-datasheet", "datasheet", 3350, 989, 81559, 63},
+                               {"a100-datasheet", "datasheet", 2039, 312, 81920, 31.5},
+                               {"cpu", "estimate", 67, 0.4, 0, 10}};
 
 std::string datasheet_json(const datasheet & d) {
     return fmt::format(R"({{"name": "{}", "source": "{}", "bandwidth_gbs": {}, "peak_tflops": {},
   "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
-  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0, "memory_mib": {}}})",
-                       d.name, d.source, d.bandwidth_gbs, d.peak_tflops, d.memory_mib);
+  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0, "memory_mib": {},
+  "host_link_gbs": {}}})",
+                       d.name, d.source, d.bandwidth_gbs, d.peak_tflops, d.memory_mib, d.host_link_gbs);
 }
 
 // The calibrated and derived GPU profiles (lib/time/shipped_profiles.json, written by
@@ -53,7 +56,7 @@ const std::vector<std::pair<std::string, std::string>> & calibrated_presets() {
 }
 
 const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction",
-                                        "gemm_fraction", "float_gemm_speedup", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
+                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
                                         "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
 
 // Bounds a profile number must lie in: far beyond any device, yet a typo or a hostile file
@@ -271,6 +274,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     d.weight_read_fraction = number(j, "weight_read_fraction", where, 1.0, {0, 10, true});
     d.float_gemm_speedup = number(j, "float_gemm_speedup", where, 1.0, {0, 100, true});
     d.ubatch_overhead_s = number(j, "ubatch_overhead_s", where, 0, {0, 1, false});
+    d.host_link_gbs = number(j, "host_link_gbs", where, 0, {0, k_max_bandwidth_gbs, false});
     d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
     d.attn_s_per_kv_byte = number(j, "attn_s_per_kv_byte", where, 0, {0, 1e-6, false});   // >= 1 MB/s
     d.attn_s_per_flop = number(j, "attn_s_per_flop", where, 0, {0, 1e-6, false});         // >= 1 MFLOP/s
@@ -317,6 +321,7 @@ nlohmann::json device_profile_json(const device_profile & d) {
             {"weight_read_fraction", d.weight_read_fraction},
             {"gemm_fraction", g},
             {"float_gemm_speedup", d.float_gemm_speedup},
+            {"host_link_gbs", d.host_link_gbs},
             {"ubatch_overhead_s", d.ubatch_overhead_s},
             {"layer_overhead_s", d.layer_overhead_s},
             {"attention", d.attention},

@@ -35,6 +35,9 @@ struct device_profile {
     // ones through llama.cpp's own kernels (mmq), about 1.3x slower per FLOP on the published cards (docs/benchmarks.md).
     double float_gemm_speedup = 1.0;
     double ubatch_overhead_s = 0;       // fixed seconds per ubatch (graph build, launch, sync)
+    // GB/s of the copies between the device's K/V and host memory that llama-server's RAM prompt cache and context
+    // checkpoints make (llama_state_seq_get_data / set_data: save and restore); 0 = not modelled (they take no time).
+    double host_link_gbs = 0;
     double layer_overhead_s = 0;        // fixed seconds per layer per ubatch
     // Attention: "roofline" (K/V bytes join the weights' bytes, attention FLOPs the dense FLOPs,
     // inside the max) or "linear": kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop,

@@ -64,6 +64,10 @@ struct step_time_model {
     ubatch_terms terms(const std::vector<ubatch_work> & per_cache) const;
     // ubatch_seconds from the terms (the calibration evaluates fitted profiles through this).
     double seconds_of(const ubatch_terms & t) const;
+    // A copy of `bytes` of K/V state between the device and host memory (a RAM-cache or checkpoint save or restore).
+    double host_copy_seconds(double bytes) const {
+        return device.host_link_gbs > 0 ? bytes / (device.host_link_gbs * 1e9) : 0.0;
+    }
     // The attention part alone (K/V bytes over bandwidth vs attention FLOPs over peak).
     double attention_seconds(const ubatch_work & w) const;
     const weight_bytes & weight_sizes() const;

@@ -36,13 +36,26 @@ const step_record & step_timer::decode_done(int rc, const std::vector<std::vecto
     return publish();
 }
 
-const step_record & step_timer::restore_done(bool fitted) {
+const step_record & step_timer::restore_done(bool fitted, double bytes) {
     step_record r;
     r.kind = step_kind::restore;
     r.rc = fitted ? 0 : 1;
     r.t_start = clock_.now();
+    if (fitted) {
+        r.predicted_s = tm_.host_copy_seconds(bytes);
+        host_bytes_ += bytes;
+        host_s_ += r.predicted_s;
+    }
     last_ = r;
+    clock_.advance(r.predicted_s);
     return publish();
+}
+
+void step_timer::save_done(double bytes) {
+    const double s = tm_.host_copy_seconds(bytes);
+    host_bytes_ += bytes;
+    host_s_ += s;
+    clock_.advance(s);
 }
 
 const step_record & step_timer::publish() {

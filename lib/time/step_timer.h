@@ -32,7 +32,7 @@ struct step_record {
     double kv_visible = 0;      // sum over its ubatches of ubatch_visible_cells, first cache
     ubatch_terms work;          // the call's weight bytes, FLOPs, K/V bytes and tokens, summed over its ubatches
     double t_start = 0;         // simulated seconds when the call started
-    double predicted_s = 0;     // the model's time of the call; 0 for a failed call and a restore
+    double predicted_s = 0;     // the model's time of the call (a restore: its copy into the device); 0 when it failed
 };
 
 class step_observer {
@@ -60,9 +60,15 @@ public:
     // return code): predicted seconds (0 unless rc is 0), the clock advanced by them, the record
     // published and returned.
     const step_record & decode_done(int rc, const std::vector<std::vector<ubatch_work>> & work, uint64_t n_prompt, uint64_t n_gen);
-    // After a state restore (`fitted` false: no room, the slot was cleared): a record of kind
-    // restore, no time.
-    const step_record & restore_done(bool fitted);
+    // After a state restore of `bytes` (`fitted` false: no room, the slot was cleared and nothing was copied): a
+    // record of kind restore whose time is the copy into the device (step_time_model::host_copy_seconds).
+    const step_record & restore_done(bool fitted, double bytes);
+    // A state save of `bytes` to host memory (RAM prompt cache, context checkpoint): the clock advances by the copy;
+    // no step record (steps.csv keeps one row per op group of --emit-ops, and a save changes no cell).
+    void save_done(double bytes);
+    // Bytes copied and seconds spent over the host link by saves and restores, so far.
+    double host_copy_bytes() const { return host_bytes_; }
+    double host_copy_seconds() const { return host_s_; }
 
     void add_observer(step_observer * o) {
         if (o) obs_.push_back(o);
@@ -78,6 +84,7 @@ private:
     step_time_model tm_;
     sim_clock & clock_;
     step_record last_;
+    double host_bytes_ = 0, host_s_ = 0;
     std::vector<step_observer *> obs_;
 };
 
