@@ -250,6 +250,38 @@ TEST_CASE("kvsim calibrate: the CLI fits, prints residuals and writes the profil
     std::ofstream(dir / "few.json") << nlohmann::json::array({mixed}).dump();
     refused(dir / "few.json", "", "1 llama-bench result(s) for 2 free terms");
     refused(dir / "nosuch.json", "", "nosuch.json: cannot open");
+    // one fit is one machine: a result of another device (gpu_info) or another llama.cpp build is refused, naming both
+    j = nlohmann::json::parse(read_text(k_data));
+    for (auto & e : j) e["gpu_info"] = "NVIDIA GeForce RTX 4090";
+    j[5]["gpu_info"] = "NVIDIA GeForce RTX 3090";
+    std::ofstream(dir / "two-gpus.json") << j.dump();
+    refused(dir / "two-gpus.json", "",
+            "two-gpus.json: entry 5: field device (gpu_info / cpu_info) differs from 'NVIDIA GeForce RTX 4090' in " +
+                (dir / "two-gpus.json") + " entry 0");
+}
+
+TEST_CASE("calibrate: results of two llama.cpp builds (published tables' build lines) are not fitted together") {
+    // the A100 PCIe notebook ran build 8c570c94 (2836), the H100 PCIe one e8496488 (2843): their "build:" lines
+    const auto a100 = read_llama_bench("tests/data/llama-bench/a100pcie-llama3-8b-q4km.md");
+    const auto h100 = read_llama_bench("tests/data/llama-bench/h100pcie-llama3-8b-f16.md");
+    CHECK(a100.front().build == "8c570c94");
+    CHECK(h100.back().build == "e8496488");
+    CHECK(a100.front().device.empty());   // the copied tables keep no "Device 0:" line
+    auto both = a100;
+    both.insert(both.end(), h100.begin(), h100.end());
+    try {
+        calibrate(both, model_preset("llama-3-8b"), nullptr, device_preset("h100-datasheet"));
+        FAIL("a fit across two builds");
+    } catch (const input_error & e) {
+        CHECK(std::string(e.what()).find("field build_commit differs from '8c570c94' in tests/data/llama-bench/a100pcie-llama3-8b-q4km.md "
+                                         "line 5") != std::string::npos);
+    }
+    // each card alone still fits; a table's "Device 0:" line names its device
+    CHECK_NOTHROW(calibrate(a100, model_preset("llama-3-8b"), nullptr, device_preset("h100-datasheet")));
+    scratch_dir dir("devline");
+    std::ofstream(dir / "t.md") << "ggml_cuda_init: found 1 CUDA devices:\n  Device 0: NVIDIA A100 80GB PCIe, compute capability 8.0, VMM: yes\n"
+                                << read_text("tests/data/llama-bench/a100pcie-llama3-8b-q4km.md");
+    CHECK(read_llama_bench(dir / "t.md").front().device == "NVIDIA A100 80GB PCIe");
 }
 
 TEST_CASE("a real llama-bench -o json file (noisy times) reads and fits without error") {
@@ -394,4 +426,36 @@ TEST_CASE("the shipped calibrated GPU profiles predict their cards' published ll
         // the published F16 prompts run faster per FLOP than the Q4_K_M ones on every card (cuBLAS against mmq)
         if (c.f16_prompts) CHECK(device_preset(c.name).float_gemm_speedup > 1.05);
     }
+}
+
+TEST_CASE("the repacked CPU matmul: a fit with its one-row passes follows llama.cpp's measured 1-, 2- and 4-token prompts") {
+    // llama.cpp de3ff815 on one Zen 5 core, Q4_0 (tests/data/llama-bench/README.md): pp1 16.3 ms, pp2 25.7 ms, pp4 23.9 ms.
+    // ggml-cpu/repack.cpp multiplies tokens 4 at a time (gemm) and each of the rest alone (gemv), so 2 tokens read the
+    // weights twice and cost more than 4
+    const auto pts = read_llama_bench("tests/data/llama-bench/measured-min5-qwen2.5-0.5b-q4_0-zen5.json");
+    REQUIRE(pts.size() == 29);
+    const auto small_prompts = [&](const calibration_result & r) {
+        std::vector<double> errs;
+        for (const auto & p : r.points) {
+            if (p.bench.n_depth == 0 && p.bench.n_gen == 0 && p.bench.n_prompt <= 4) errs.push_back(p.error());
+        }
+        return errs;
+    };
+    CHECK(repack_extra_passes(1, 4) == 0);
+    CHECK(repack_extra_passes(2, 4) == 1);
+    CHECK(repack_extra_passes(4, 4) == 0);
+    CHECK(repack_extra_passes(7, 4) == 3);
+    CHECK(repack_extra_passes(7, 0) == 0);
+    const calibration_result with = calibrate(pts, model_preset("qwen2.5-0.5b"), nullptr, device_preset("cpu"));
+    CHECK(with.profile.repack_rows == 4);
+    CHECK(with.profile.extra_pass_s_per_byte > 0);
+    const auto e = small_prompts(with);
+    REQUIRE(e.size() == 8);   // pp1, pp2, pp4 at -ub 128 and 512; pp2 and pp4 of the depth run at depth 0
+    for (double x : e) CHECK(std::abs(x) < 0.10);
+    device_profile flat = device_preset("cpu");
+    flat.repack_rows = 0;   // one pass whatever the tokens: pp2 predicted at pp1's cost
+    const calibration_result without = calibrate(pts, model_preset("qwen2.5-0.5b"), nullptr, flat);
+    double worst = 0;
+    for (double x : small_prompts(without)) worst = std::max(worst, std::abs(x));
+    CHECK(worst > 0.15);
 }

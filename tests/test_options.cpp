@@ -137,6 +137,12 @@ TEST_CASE("replay_options::validate: the model, the batch, the device and the ke
          {"verify", "backend"}},
         {[](replay_options & o) { o.kernels.measured_step_time = true; }, "measured_step_time needs a kernel backend",
          {"measured_step_time", "backend"}},
+        {[](replay_options & o) {
+             o.kernels.backend = "cpu";
+             o.kernels.measured_step_time = true;
+         },
+         "measured_step_time times attention on this machine's CPU: it needs device host (this machine), not h200",
+         {"measured_step_time", "device"}},
         {[](replay_options & o) { o.kernels.time_budget_s = INFINITY; },
          "time_budget_s must be a finite number of seconds >= 0, got inf", {"time_budget_s"}},
         {[](replay_options & o) { o.kernels.time_layers = 0; }, "time_layers must be >= 1 (layers with real K/V buffers), got 0",

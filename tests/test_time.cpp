@@ -246,7 +246,12 @@ TEST_CASE("shipped profiles: the default is calibrated, the rooflines named as s
     CHECK(time_accuracy_note(device_preset("cpu")).rfind("an estimate, not validated", 0) == 0);
     device_profile o = r;
     o.overridden = true;
-    CHECK(time_accuracy_note(o).find("; numbers overridden on the command line") != std::string::npos);
+    CHECK(time_accuracy_note(o).find("; numbers overridden on the command line, which the error does not cover") != std::string::npos);
+    device_profile ds = device_preset("h100-datasheet");   // replay's --bandwidth-gbs appends to the source
+    ds.source += ", overridden: --bandwidth-gbs 100";
+    ds.overridden = true;
+    CHECK(time_accuracy_note(ds) ==
+          "datasheet roofline: an upper bound, 2-12x faster than published llama-bench results; numbers overridden on the command line");
     const auto j = time_accuracy_json(r);
     CHECK(j["held_out"]["results"] == 16);
     CHECK(j["profile"] == "rtx-3090");

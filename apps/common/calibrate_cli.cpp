@@ -115,9 +115,12 @@ int calibrate_cli::run(std::ostream & term) {
         gemms += fmt::format("{}{:.3f} TFLOP/s ({:.3f}) at {:g} tokens", gemms.empty() ? "" : ", ", f * d.peak_tflops, f, tokens);
     }
     term << fmt::format("fitted: weight reads {:.1f} GB/s ({:.3f} of {:.1f}); GEMMs {} (float weights {:.2f}x); {:.1f} us per ubatch; "
-                        "attention {:.4f} ns per K/V KiB + {:.4f} ns per MFLOP\n",
+                        "attention {:.4f} ns per K/V KiB + {:.4f} ns per MFLOP{}\n",
                         d.weight_read_fraction * d.bandwidth_gbs, d.weight_read_fraction, d.bandwidth_gbs, gemms, d.float_gemm_speedup,
-                        d.ubatch_overhead_s * 1e6, d.attn_s_per_kv_byte * 1e9 * 1024, d.attn_s_per_flop * 1e15);
+                        d.ubatch_overhead_s * 1e6, d.attn_s_per_kv_byte * 1e9 * 1024, d.attn_s_per_flop * 1e15,
+                        d.repack_rows ? fmt::format("; repacked matmul: {:.3f} ms per extra pass over 1 GB of weights ({} tokens per gemm)",
+                                                    d.extra_pass_s_per_byte * 1e12, d.repack_rows)
+                                      : "");
     if (out.empty()) {
         term << j.dump(2) << '\n';
     } else {

@@ -397,7 +397,7 @@ const flag_names & replay_cli::flags_of_fields() {
         {"bandwidth_gbs", "--bandwidth-gbs"}, {"peak_tflops", "--tflops"}, {"backend", "--backend"},
         {"verify", "--verify"}, {"measured_step_time", "--step-time measured"}, {"time_budget_s", "--time-budget"},
         {"time_layers", "--time-layers"}, {"rate_scale", "--rate-scale"}, {"fit_ctx", "--fit-ctx"},
-        {"fit_target", "--fit-target"}, {"device_memory", "--device-memory"}, {"kv_unified_per_slot", "--kv-unified-per-slot"},
+        {"fit_target", "--fit-target"}, {"device_memory", "--device-memory"}, {"device", "--device"}, {"kv_unified_per_slot", "--kv-unified-per-slot"},
         {"n_cache_reuse", "--cache-reuse"}, {"n_predict", "-n"},
     };
     return flags;

@@ -83,6 +83,13 @@ void replay_options::validate() const {
     if (fit.margin < 0) throw option_error({"fit_target"}, fmt::format("fit_target must be >= 0 MiB, got {} bytes", fit.margin));
     if (device_memory < -1) throw option_error({"device_memory"}, fmt::format("device_memory must be >= 0 bytes, got {}", device_memory));
     check_kernels(kernels, model);
+    // measured CPU kernel times are this machine's: they may stand for the simulated device only when it is this
+    // machine (a CUDA backend's GPU is taken to be the simulated one; docs/time-model.md)
+    if (kernels.measured_step_time && kernels.backend == "cpu" && !device.source.starts_with("host")) {
+        throw option_error({"measured_step_time", "device"},
+                           fmt::format("measured_step_time times attention on this machine's CPU: it needs device host (this machine), "
+                                       "not {}", device.name));
+    }
 }
 
 void check_host_memory(const replay_options & o) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 namespace kvsim {
 
@@ -90,6 +91,15 @@ llama_bench_row parse_point(const json & o, const std::string & file, size_t ind
     }
     // 1e15 ns = 11.6 days: beyond it avg_ns is not a benchmark time (and 2^64-1 is a wrapped counter)
     p.avg_s = int_field(o, e, "avg_ns", 1, 1e15) * 1e-9;
+    const auto optional_text = [&](const char * name) {
+        if (!o.contains(name)) return std::string();
+        if (!o[name].is_string()) bad_field(e, name, json_text(o[name]), "must be a string");
+        const std::string v = o[name].get<std::string>();
+        return v == "unknown" ? std::string() : cut_text(v, 80);   // a build without git says "unknown"
+    };
+    p.build = optional_text("build_commit");
+    p.device = optional_text("gpu_info");
+    if (p.device.empty()) p.device = optional_text("cpu_info");
     p.stddev_s = int_field(o, e, "stddev_ns", 0, 1e15) * 1e-9;
     return p;
 }
@@ -233,8 +243,9 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
 namespace {
 // The fitted terms: seconds per weight byte (memory-bound ubatches), per ubatch, per K/V byte,
 // per attention FLOP, then seconds per dense FLOP for each ubatch size (compute-bound ubatches).
-enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_GEMM0 };
-const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_overhead_s", "attn_s_per_kv_byte", "attn_s_per_flop"};
+enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_GEMM0 };
+const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_overhead_s", "attn_s_per_kv_byte", "attn_s_per_flop",
+                                            "extra_pass_s_per_byte"};
 
 struct fit_state {
     std::vector<double> x;          // T_GEMM0 + sizes.size() terms
@@ -244,7 +255,9 @@ struct fit_state {
     size_t gemm_of(double n_tokens) const {
         return T_GEMM0 + (size_t) (std::lower_bound(sizes.begin(), sizes.end(), n_tokens) - sizes.begin());
     }
-    bool memory_bound(const ubatch_terms & t) const { return t.weight_bytes * x[T_WEIGHTS] >= t.dense_flops * x[gemm_of(t.n_tokens)]; }
+    bool memory_bound(const ubatch_terms & t) const {
+        return t.gemv_only || t.weight_bytes * x[T_WEIGHTS] >= t.dense_flops * x[gemm_of(t.n_tokens)];
+    }
     std::string name(size_t k) const {
         return k < T_GEMM0 ? k_term_names[k] : fmt::format("gemm_fraction at {:g} tokens", sizes[k - T_GEMM0]);
     }
@@ -282,6 +295,7 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
             row[T_UBATCH] += 1;
             row[T_KV] += t.kv_bytes;
             row[T_ATTN_FLOPS] += t.attn_flops;
+            row[T_EXTRA_PASS] += t.extra_pass_bytes;
         }
         double fixed = 0;
         for (size_t k = 0; k < s.x.size(); ++k) {
@@ -314,7 +328,8 @@ std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, c
 // attention terms, are taken from the base profile, each named in notes, until the results cover the
 // rest. False when even the weight-read and GEMM terms outnumber the results.
 bool keep_from_base(fit_state & s, const device_profile & base, size_t n_results, std::vector<std::string> & notes) {
-    const std::pair<size_t, double> order[] = {{T_UBATCH, base.ubatch_overhead_s},
+    const std::pair<size_t, double> order[] = {{T_EXTRA_PASS, base.extra_pass_s_per_byte},
+                                               {T_UBATCH, base.ubatch_overhead_s},
                                                {T_ATTN_FLOPS, base.attn_s_per_flop},
                                                {T_KV, base.attn_s_per_kv_byte}};
     for (const auto & [t, value] : order) {
@@ -371,6 +386,12 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     for (const auto & p : pts)
         for (const auto & t : p) any_kv |= t.kv_bytes > 0;
     if (!any_kv) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
+    // the repacked matmul's extra passes (step_time.h: repack_extra_passes): free when some result makes them
+    s.x[T_EXTRA_PASS] = base.extra_pass_s_per_byte;
+    bool any_extra = false;
+    for (const auto & p : pts)
+        for (const auto & t : p) any_extra |= t.extra_pass_bytes > 0;
+    if (!any_extra) s.active[T_EXTRA_PASS] = false;
     std::vector<bool> branch = branches(pts, s);
     std::vector<bool> gemm_free(s.x.size(), true);   // sizes not given up as unseparable
     for (int iter = 0; iter < 100; ++iter) {
@@ -390,7 +411,7 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
             // not separable by these results: give up the least identifiable term, in this order
             // (the per-ubatch cost is collinear with the per-size GEMM terms when every size has one)
             bool dropped = false;
-            for (size_t t : {(size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV}) {
+            for (size_t t : {(size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV, (size_t) T_EXTRA_PASS}) {
                 if (s.active[t]) {
                     s.active[t] = false;
                     s.x[t] = 0;
@@ -444,6 +465,7 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     d.attention = attention_from_base ? base.attention : "linear";
     d.attn_s_per_kv_byte = s.x[T_KV];
     d.attn_s_per_flop = s.x[T_ATTN_FLOPS];
+    d.extra_pass_s_per_byte = s.x[T_EXTRA_PASS];
     const step_time_model fitted{d, m, nullptr};   // the float speed-up is already in the FLOPs
     for (size_t i = 0; i < pts.size(); ++i) {
         double t = 0;
@@ -494,8 +516,34 @@ double fit_float_speedup(const std::vector<std::vector<ubatch_terms>> & pts, con
 }
 }  // namespace
 
+namespace {
+// One profile is one machine and one llama.cpp: results that name another build or device than the first that names
+// one are refused (a fit across them would average two machines into neither).
+void check_one_machine(const std::vector<llama_bench_row> & points) {
+    const llama_bench_row * with_build = nullptr, * with_device = nullptr;
+    const auto where = [](const llama_bench_row & p) {
+        return p.line > 0 ? fmt::format("{} line {}", p.file, p.line) : fmt::format("{} entry {}", p.file, p.index);
+    };
+    for (const auto & p : points) {
+        for (auto [field, value, first] : {std::tuple{"build_commit", &llama_bench_row::build, &with_build},
+                                           std::tuple{"device (gpu_info / cpu_info)", &llama_bench_row::device, &with_device}}) {
+            if ((p.*value).empty()) continue;
+            if (!*first) {
+                *first = &p;
+            } else if ((*first)->*value != p.*value) {
+                throw input_error(p.file, p.line, p.*value,
+                                  fmt::format("{}field {} differs from '{}' in {}: one fit takes the results of one llama.cpp build on one "
+                                              "device (calibrate each separately)", p.line > 0 ? "" : fmt::format("entry {}: ", p.index), field,
+                                              (*first)->*value, where(**first)));
+            }
+        }
+    }
+}
+}  // namespace
+
 calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                              const device_profile & base) {
+    check_one_machine(points);
     calibration_result r;
     const std::vector<const weight_file_type *> ft = checked_weight_types(points, m, weights, r);
     std::vector<std::vector<ubatch_terms>> pts;

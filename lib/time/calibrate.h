@@ -32,6 +32,9 @@ struct llama_bench_row {
     int flash_attn = -1;          // -1 auto, 0 off, 1 on
     uint32_t n_prompt = 0, n_gen = 0, n_depth = 0;
     double avg_s = 0, stddev_s = 0;
+    // llama-bench's build_commit (a markdown table: its "build: <commit> (<number>)" line) and the device it ran on
+    // (gpu_info, else cpu_info; a markdown file: its "Device 0: <name>," line); empty when the file does not say
+    std::string build, device;
     std::string test_name() const;   // "pp512", "tg128", "pp512+tg128", with " @ d<depth>"
 };
 

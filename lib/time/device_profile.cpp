@@ -27,18 +27,20 @@ struct datasheet {
     double bandwidth_gbs, peak_tflops;
     uint64_t memory_mib;
     double host_link_gbs;
+    int repack_rows = 0;   // cpu: ggml-cpu repacks q4_0 and friends on x86 and ARM (step_time.h: repack_extra_passes)
 };
 const datasheet k_presets[] = {{"h200-datasheet", "datasheet", 4800, 989, 143771, 63},
                                {"h100-datasheet", "datasheet", 3350, 989, 81559, 63},
                                {"a100-datasheet", "datasheet", 2039, 312, 81920, 31.5},
-                               {"cpu", "estimate", 67, 0.4, 0, 10}};
+                               {"cpu", "estimate", 67, 0.4, 0, 10, 4}};
 
 std::string datasheet_json(const datasheet & d) {
     return fmt::format(R"({{"name": "{}", "source": "{}", "bandwidth_gbs": {}, "peak_tflops": {},
   "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
   "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0, "memory_mib": {},
-  "host_link_gbs": {}}})",
-                       d.name, d.source, d.bandwidth_gbs, d.peak_tflops, d.memory_mib, d.host_link_gbs);
+  "host_link_gbs": {}, "repack_rows": {}, "extra_pass_s_per_byte": {}}})",
+                       d.name, d.source, d.bandwidth_gbs, d.peak_tflops, d.memory_mib, d.host_link_gbs, d.repack_rows,
+                       d.repack_rows ? 1.0 / (d.bandwidth_gbs * 1e9) : 0.0);
 }
 
 // The calibrated and derived GPU profiles (lib/time/shipped_profiles.json, written by
@@ -56,7 +58,7 @@ const std::vector<std::pair<std::string, std::string>> & calibrated_presets() {
 }
 
 const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction",
-                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
+                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
                                         "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
 
 // Bounds a profile number must lie in: far beyond any device, yet a typo or a hostile file
@@ -159,9 +161,11 @@ std::vector<std::string> profile_warnings(const device_profile & d, const model_
 }
 
 std::string time_accuracy_note(const device_profile & d) {
-    if (d.source == "datasheet") return "datasheet roofline: an upper bound, 2-12x faster than published llama-bench results";
-    if (d.source == "host") return "this machine's measured read bandwidth, no fitted terms: not validated";
-    if (d.source == "estimate") return "an estimate, not validated: calibrate your own (kvsim calibrate) or use --device host";
+    // the source may carry ", overridden: ..." after the kind (replay's --bandwidth-gbs / --tflops)
+    const std::string over = d.overridden ? "; numbers overridden on the command line" : "";
+    if (d.source.starts_with("datasheet")) return "datasheet roofline: an upper bound, 2-12x faster than published llama-bench results" + over;
+    if (d.source.starts_with("host")) return "this machine's measured read bandwidth, no fitted terms: not validated" + over;
+    if (d.source.starts_with("estimate")) return "an estimate, not validated: calibrate your own (kvsim calibrate) or use --device host" + over;
     std::string s;
     if (d.held_out.median_abs >= 0) {
         s = fmt::format("{}held-out error {:.1f} % median, {:.1f} % max ({}, {} llama-bench results of one sequence; server "
@@ -172,7 +176,7 @@ std::string time_accuracy_note(const device_profile & d) {
         s = "no held-out error recorded in the profile";
     }
     if (!d.derived_from.empty()) s = fmt::format("derived from {}, not validated on this card; {}", d.derived_from, s);
-    if (d.overridden) s += "; numbers overridden on the command line, which the error does not cover";
+    if (d.overridden) s += over + ", which the error does not cover";
     return s;
 }
 
@@ -275,6 +279,8 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     d.float_gemm_speedup = number(j, "float_gemm_speedup", where, 1.0, {0, 100, true});
     d.ubatch_overhead_s = number(j, "ubatch_overhead_s", where, 0, {0, 1, false});
     d.host_link_gbs = number(j, "host_link_gbs", where, 0, {0, k_max_bandwidth_gbs, false});
+    d.repack_rows = (int) number(j, "repack_rows", where, 0, {0, 64, false}, true);
+    d.extra_pass_s_per_byte = number(j, "extra_pass_s_per_byte", where, 0, {0, 1e-6, false});
     d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
     d.attn_s_per_kv_byte = number(j, "attn_s_per_kv_byte", where, 0, {0, 1e-6, false});   // >= 1 MB/s
     d.attn_s_per_flop = number(j, "attn_s_per_flop", where, 0, {0, 1e-6, false});         // >= 1 MFLOP/s
@@ -322,6 +328,8 @@ nlohmann::json device_profile_json(const device_profile & d) {
             {"gemm_fraction", g},
             {"float_gemm_speedup", d.float_gemm_speedup},
             {"host_link_gbs", d.host_link_gbs},
+            {"repack_rows", d.repack_rows},
+            {"extra_pass_s_per_byte", d.extra_pass_s_per_byte},
             {"ubatch_overhead_s", d.ubatch_overhead_s},
             {"layer_overhead_s", d.layer_overhead_s},
             {"attention", d.attention},

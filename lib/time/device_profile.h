@@ -35,6 +35,11 @@ struct device_profile {
     // ones through llama.cpp's own kernels (mmq), about 1.3x slower per FLOP on the published cards (docs/benchmarks.md).
     double float_gemm_speedup = 1.0;
     double ubatch_overhead_s = 0;       // fixed seconds per ubatch (graph build, launch, sync)
+    // CPU: ggml-cpu repacks quantized weights (q4_0 as q4_0x8 ...) and multiplies `repack_rows` tokens per gemm, the
+    // rest one gemv each (step_time.h: repack_extra_passes); each extra pass costs extra_pass_s_per_byte per weight
+    // byte. 0 = no repacking (GPU profiles).
+    int repack_rows = 0;
+    double extra_pass_s_per_byte = 0;
     // GB/s of the copies between the device's K/V and host memory that llama-server's RAM prompt cache and context
     // checkpoints make (llama_state_seq_get_data / set_data: save and restore); 0 = not modelled (they take no time).
     double host_link_gbs = 0;

@@ -122,11 +122,23 @@ nlohmann::json llama_bench_markdown_to_json(const std::string & text, const std:
     reader rd{path};
     nlohmann::json out = nlohmann::json::array();
     std::map<std::string, size_t> col;   // the current table's columns
+    size_t table_start = 0;              // the current table's first row in `out`
+    std::string device;                  // "Device 0: NVIDIA GeForce RTX 4090, compute capability ..." (llama-bench's stderr)
+    static const std::regex build_re("build: *([0-9a-fA-F]{6,40}) *\\(([0-9]+)\\) *");
+    static const std::regex device_re(" *(?:ggml_cuda_init: *)?Device 0: *([^,]+),.*");
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);) {
         ++rd.line;
         if (trim(line).empty() || trim(line).front() != '|') {
             col.clear();   // a table ends at its first other line (its "build:" line, a blank)
+            std::smatch m;
+            const std::string t = trim(line);
+            if (std::regex_match(t, m, build_re)) {   // the build of the table above it
+                for (size_t i = table_start; i < out.size(); ++i) out[i]["build_commit"] = m[1].str();
+                table_start = out.size();
+            } else if (std::regex_match(t, m, device_re)) {
+                device = cut_text(trim(m[1].str()), 80);
+            }
             continue;
         }
         const std::vector<std::string> c = cells_of(line);
@@ -142,6 +154,7 @@ nlohmann::json llama_bench_markdown_to_json(const std::string & text, const std:
         }
         if (c.size() != col.size()) rd.fail(trim(line), fmt::format("{} cells where the header has {}", c.size(), col.size()));
         out.push_back(rd.row(col, c));
+        if (!device.empty()) out.back()["gpu_info"] = device;
     }
     if (out.empty()) throw input_error(path, 0, "", "holds no llama-bench result rows (a markdown table with a model, test and t/s column)");
     return out;

@@ -1,6 +1,7 @@
 #include "time/step_time.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <stdexcept>
 
@@ -12,6 +13,12 @@ static double attn_flops(const model_shape & m, const ubatch_work & w) {
 
 static double kv_bytes(const ubatch_work & w) {
     return (double) w.n_kv * w.n_stream * w.bytes_per_cell_layer * w.n_layer;
+}
+
+double repack_extra_passes(double n_tokens, int rows) {
+    if (rows <= 0 || n_tokens < 1) return 0;
+    const double n = std::floor(n_tokens), gemm = std::floor(n / rows) > 0 ? 1 : 0, gemv = std::fmod(n, rows);
+    return gemm + gemv - 1;
 }
 
 const weight_bytes & step_time_model::weight_sizes() const {
@@ -32,6 +39,10 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
     t.n_tokens = first.n_tokens;
     t.weight_bytes = wb.read_per_ubatch();
     t.dense_flops = 2.0 * wb.dense_params * first.n_tokens + 2.0 * wb.output_params * n_out;
+    if (!is_float_weight_type(weights) && device.repack_rows > 0) {
+        t.extra_pass_bytes = t.weight_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
+        t.gemv_only = first.n_tokens < device.repack_rows;
+    }
     const bool visible = device.attention_cells == "visible";
     for (const auto & w : per_cache) {
         if (visible) {
@@ -63,7 +74,8 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
     const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.weight_read_fraction);
     const double gemm = device.gemm_fraction_at(t.n_tokens) * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
     const double compute = flops / (device.peak_tflops * 1e12 * gemm);
-    return std::max(mem, compute) + attn + device.ubatch_overhead_s + model.n_layer * device.layer_overhead_s;
+    return (t.gemv_only ? mem : std::max(mem, compute)) + attn + t.extra_pass_bytes * device.extra_pass_s_per_byte + device.ubatch_overhead_s +
+           model.n_layer * device.layer_overhead_s;
 }
 
 std::string step_time_model::describe() const {

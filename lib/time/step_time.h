@@ -27,6 +27,11 @@ struct ubatch_work {
     double visible = 0;       // sum over the ubatch's tokens of the cells each one sees (ubatch_visible_cells)
 };
 
+// ggml-cpu's repacked quantized matmul (ggml-cpu/repack.cpp: forward_mul_mat_one_chunk) takes the ubatch's tokens
+// `rows` at a time through one gemm and each of the n % rows left over through its own gemv, each pass reading the
+// weights: the passes beyond one. 0 when rows is 0 (no repacking).
+double repack_extra_passes(double n_tokens, int rows);
+
 // Sum over the ubatch's tokens of the cells of their sequence each one attends to (causal, and
 // within the window on a standard-SWA cache), assuming the tokens are their sequences' newest
 // positions (llama-server, llama-bench): a sequence holding N cells after the placement, with n
@@ -42,6 +47,10 @@ struct ubatch_terms {
     double dense_flops = 0;    // 2 * dense_params * n_tokens + 2 * output_params * n_outputs
     double kv_bytes = 0;       // K/V read: n_kv * n_stream * bytes_per_cell_layer * n_layer, all caches
     double attn_flops = 0;     // 4 * n_tokens * n_kv * n_head * head_dim * n_layer, all caches
+    // Weight bytes read again by the repacked matmul's one-row passes (device repack_rows > 0 and quantized weights):
+    // weight_bytes * repack_extra_passes(n_tokens); 0 otherwise
+    double extra_pass_bytes = 0;
+    bool gemv_only = false;    // repacked weights and fewer tokens than a gemm takes: one-row passes, memory-bound
     // (device attention_cells "visible": visible * bytes_per_cell_layer * n_layer and
     //  4 * visible * n_head * head_dim * n_layer instead)
 };

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Time-model validation against the real llama.cpp, calibration and validation in ONE run
-# (the machine is shared and noisy; two runs would compare different machines).
-#   1. llama-bench calibration points (-o json): pp at several -p and -ub, tg and pp512 at several -d
-#   2. kvsim calibrate on them -> a device profile
-#   3. held-out validation: kvsim replay of a request-trace slice with that profile
-#      (--emit-ops, steps.csv), the same op trace timed call by call on the real library
-#      (tv-decode-timer), compare.py: per-step error, TTFT / TPOT p50.
+# (the machine is shared and noisy; two runs would compare different machines), interleaved in ROUNDS:
+#   0. the op trace of a request-trace slice (kvsim replay --emit-ops, --arrivals saturate: the ops do not
+#      depend on the step times)
+#   1. each round: llama-bench calibration points (-o json: pp at several -p and -ub; tg, 2-8 token prompts
+#      and pp512 at several -d), then the op trace timed call by call on the real library (tv-decode-timer)
+#   2. merge_rounds.py: every llama-bench result and every real step time the minimum (STAT=median: the median)
+#      over the rounds, with the round-to-round spread (why the minimum: merge_rounds.py)
+#   3. kvsim calibrate on the merged results -> a device profile
+#   4. held-out validation: kvsim replay of the slice with that profile (steps.csv; the same op trace, checked),
+#      compare.py: per-step error, TTFT / TPOT p50, each beside the rounds' spread.
 # Needs: scripts/time-validation/build.sh done ($WORK/build/bin, $WORK/tv-decode-timer) and a
 # kvsim built with `calibrate`, `--device FILE`, `--weights` (KVSIM=, default build-val/kvsim).
 # Settings (environment):
@@ -17,7 +21,9 @@
 #                                       for a descheduled partner): docs/benchmarks.md
 #   TRACE=traces/azure/...csv LIMIT=12  first LIMIT requests of the trace
 #   CTX=8192 NP=4 KVU=1 B=2048 UB=512 FA=on CTK=f16 CTV=f16   replay / context settings
-#   REPS=2                              llama-bench repetitions
+#   ROUNDS=5                            interleaved rounds (calibration and timed replay each round)
+#   REPS=1                              llama-bench repetitions within a round
+#   STAT=min|median                     the statistic over rounds (merge_rounds.py says why min)
 #   ATTENTION_CELLS=                    kvsim calibrate --attention-cells: empty = the base profile's
 #                                       (n_kv); visible = attention on the cells each token's own
 #                                       sequence sees (ggml's CPU flash attention skips masked cells)
@@ -33,7 +39,7 @@ CPUS="${CPUS:-0-1}"
 TRACE="${TRACE:-$REPO/traces/azure/AzureLLMInferenceTrace_conv_2023.csv}"
 LIMIT="${LIMIT:-12}"
 CTX="${CTX:-8192}" NP="${NP:-4}" KVU="${KVU:-1}" B="${B:-2048}" UB="${UB:-512}" FA="${FA:-on}"
-CTK="${CTK:-f16}" CTV="${CTV:-f16}" REPS="${REPS:-2}"
+CTK="${CTK:-f16}" CTV="${CTV:-f16}" REPS="${REPS:-1}" ROUNDS="${ROUNDS:-5}" STAT="${STAT:-min}"
 ATTENTION_CELLS="${ATTENTION_CELLS:-}"
 case "$ATTENTION_CELLS" in ""|n_kv|visible) ;; *) echo "run.sh: ATTENTION_CELLS must be n_kv or visible, got '$ATTENTION_CELLS'" >&2; exit 2 ;; esac
 KVSIM="${KVSIM:-$REPO/build-val/kvsim}"
@@ -69,20 +75,40 @@ fi
   echo "model       $MODEL ($PRESET, $WEIGHTS, random weights)"
   echo "replay      $TRACE first $LIMIT requests, -c $CTX -np $NP kvu=$KVU -b $B -ub $UB -fa $FA -ctk $CTK -ctv $CTV"
   echo "attention   cells charged: ${ATTENTION_CELLS:-n_kv (the base profile default)}"
+  echo "protocol    $ROUNDS interleaved rounds, llama-bench -r $REPS per round; the $STAT over the rounds"
 } | tee "$OUT/env.txt"
 load start
 
-# --- 1. calibration: llama-bench -------------------------------------------------------------
+# --- 0. the op trace ---------------------------------------------------------------------------
+[ -x "$KVSIM" ] || { log "MISSING: no kvsim at $KVSIM (cmake -S . -B build-val -DKVSIM_CUDA=OFF && cmake --build build-val --target kvsim)"; exit 3; }
+KVUFLAG=$([ "$KVU" = 1 ] && echo -kvu || echo -no-kvu)
+REPLAY=(replay "$TRACE" --limit "$LIMIT" --model "$PRESET" --weights "$WEIGHTS" -c "$CTX" -np "$NP" "$KVUFLAG" -b "$B" -ub "$UB"
+        -fa "$FA" -ctk "$CTK" -ctv "$CTV" --arrivals saturate --cache-ram 0 --backend none --no-progress)
+log "kvsim replay --emit-ops (first $LIMIT requests, --arrivals saturate: a gap-free clock for the TTFT join)"
+"$KVSIM" "${REPLAY[@]}" --device cpu --emit-ops "$OUT/ops.csv" --out "$OUT/sim-ops" > "$OUT/replay-ops.txt" 2>&1
+
+# --- 1. interleaved rounds: calibration points, then the real op trace ----------------------
 FA1=$([ "$FA" = off ] && echo 0 || echo 1)
 common=(-m "$MODEL" -t "$THREADS" -fa "$FA1" -ctk "$CTK" -ctv "$CTV" -b "$B" -r "$REPS" -o json)
-log "llama-bench pp (-p 1,2,4,16,64,128,512 x -ub 128,$UB)"
-"${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 1,2,4,16,64,128,512 -n 0 -ub "128,$UB" > "$OUT/bench-pp.json" 2> "$OUT/bench-pp.log"
-load bench-pp
-# pp512 at depth too: a prompt ubatch's attention over n_kv cells (the trace's prompts arrive
-# while other sequences' cells fill the unified cache) is not what 1-token decodes at depth show
-log "llama-bench tg and pp at depth (-n 32 and -p 512 at -d 0,1024,2048)"
-"${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 512 -n 32 -d 0,1024,2048 -ub "$UB" > "$OUT/bench-tg.json" 2> "$OUT/bench-tg.log"
-load bench-tg
+for r in $(seq 1 "$ROUNDS"); do
+  log "round $r/$ROUNDS: llama-bench pp (-p 1,2,4,16,64,128,512 x -ub 128,$UB)"
+  "${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 1,2,4,16,64,128,512 -n 0 -ub "128,$UB" > "$OUT/bench-pp-$r.json" 2> "$OUT/bench-pp-$r.log"
+  load "bench-pp $r"
+  # prompts at depth: a step of several sequences' tokens reads the cells of a cache the others filled, which
+  # 1-token decodes at depth (tg) and prompts at depth 0 do not show
+  log "round $r/$ROUNDS: llama-bench tg and prompts at depth (-n 32, -p 2,4,8,512 at -d 0,1024,2048)"
+  "${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 2,4,8,512 -n 32 -d 0,1024,2048 -ub "$UB" > "$OUT/bench-tg-$r.json" 2> "$OUT/bench-tg-$r.log"
+  load "bench-tg $r"
+  log "round $r/$ROUNDS: real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"
+  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/ops.csv" -o "$OUT/real-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
+    -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
+  load "timer $r"
+done
+seqs=$(seq 1 "$ROUNDS")
+python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-pp.json" $(for r in $seqs; do echo "$OUT/bench-pp-$r.json"; done)
+python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-tg.json" $(for r in $seqs; do echo "$OUT/bench-tg-$r.json"; done)
+python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/real-steps.csv" $(for r in $seqs; do echo "$OUT/real-steps-$r.csv"; done) | tee "$OUT/rounds.txt"
+
 # harness check (not kvsim): the timer on a llama-bench-like op trace, one 128-token prompt at
 # depth 0 then 32 single tokens, against llama-bench's pp128 (-ub 128) / tg32 (-d 0) of this run
 { echo "batch,op,seq,n_tokens,p0,p1,delta,seq_dst"; echo "p,decode,0,128,0,,,"
@@ -102,31 +128,16 @@ if tg:
     print("harness check: 1-token decode median %.1f ms (timer) vs %.1f ms (llama-bench tg32 / 32)" % (g, tg[0]["avg_ns"] / 1e6 / tg[0]["n_gen"]))
 PY
 
-# --- 2. kvsim calibrate ---------------------------------------------------------------------
-if [ ! -x "$KVSIM" ]; then
-  log "MISSING: no kvsim at $KVSIM (cmake -S . -B build-val -DKVSIM_CUDA=OFF && cmake --build build-val --target kvsim)"
-  exit 3
-fi
-if ! "$KVSIM" calibrate --help > /dev/null 2>&1; then
-  log "MISSING: '$KVSIM calibrate' does not exist yet; llama-bench points are in $OUT/bench-*.json"
-  exit 3
-fi
+# --- 2. kvsim calibrate on the merged rounds --------------------------------------------------
 CELLS=(); [ -n "$ATTENTION_CELLS" ] && CELLS=(--attention-cells "$ATTENTION_CELLS")
 log "kvsim calibrate ${CELLS[*]:-}"
 "$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-tg.json" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
 
 # --- 3. held-out validation -----------------------------------------------------------------
-KVUFLAG=$([ "$KVU" = 1 ] && echo -kvu || echo -no-kvu)
-log "kvsim replay (first $LIMIT requests, --arrivals saturate: a gap-free clock for the TTFT join)"
-"${pin[@]}" "$KVSIM" replay "$TRACE" --limit "$LIMIT" --model "$PRESET" --weights "$WEIGHTS" --device "$OUT/profile.json" \
-  -c "$CTX" -np "$NP" "$KVUFLAG" -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" --arrivals saturate --cache-ram 0 \
-  --backend none --no-progress --emit-ops "$OUT/ops.csv" --out "$OUT/sim" --steps-csv 2>&1 | tee "$OUT/replay.txt"
+log "kvsim replay with the fitted profile"
+"${pin[@]}" "$KVSIM" "${REPLAY[@]}" --device "$OUT/profile.json" --emit-ops "$OUT/ops-check.csv" --out "$OUT/sim" --steps-csv 2>&1 | tee "$OUT/replay.txt"
 [ -f "$OUT/sim/steps.csv" ] || { log "MISSING: the replay wrote no steps.csv"; exit 3; }
-load replay
-log "real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"
-"${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/ops.csv" -o "$OUT/real-steps.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
-  -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" 2>&1 | tee -a "$OUT/log.txt"
-load timer
+cmp -s "$OUT/ops.csv" "$OUT/ops-check.csv" || { log "the fitted profile's replay issued other ops than the timed trace"; exit 3; }
 log "compare"
 python3 "$HERE/compare.py" "$OUT/sim" "$OUT/real-steps.csv" --json "$OUT/result.json" --joined "$OUT/joined.csv" \
   | tee "$OUT/result.txt"

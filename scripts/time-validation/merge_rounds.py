@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Merge the rounds of an interleaved validation run (run.sh ROUNDS=N) into one calibration input and one
+real timing, each value the minimum over the rounds (--stat median: the median), with the round-to-round spread
+beside it.
+
+  merge_rounds.py [--stat min|median] bench OUT.json ROUND1.json ROUND2.json ...   llama-bench -o json files of the same tests
+  merge_rounds.py [--stat min|median] steps OUT.csv ROUND1.csv ROUND2.csv ...      tv-decode-timer outputs of the same op trace
+
+Why the minimum: on this project's 2-vCPU VMs the noise is additive and positive. A call is sometimes stalled for
+3-15x its time (a 16 ms decode measured 78-236 ms), so a mean over calls moves by 40 % between runs while the median
+of identical calls stays within 0.5 % (docs/benchmarks.md, 2026-12-03). A llama-bench result is a mean over its
+tokens, spikes included; its minimum sample over rounds and repetitions is the closest to the spike-free work, and
+the real steps take the same statistic so that calibration and validation measure alike. bench: avg_ns is the
+minimum of every round's samples_ns (their avg_ns without samples), stddev_ns the spread (max - min) / 2 of the
+rounds' avg_ns, samples_ns all samples. steps: ms is the minimum (or median), ms_min / ms_max / spread
+((max - min) / median of the rounds) are added; every round must list the same steps, n_tokens and rc.
+"""
+import csv
+import json
+import statistics
+import sys
+
+KEY = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "type_k", "type_v", "flash_attn", "n_threads")
+
+
+def die(msg):
+    print("merge_rounds.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+STAT = min
+
+
+def merge_bench(out, paths):
+    rounds = []
+    for p in paths:
+        try:
+            rounds.append(json.load(open(p)))
+        except (OSError, ValueError) as e:
+            die("%s: %s" % (p, e))
+    first = rounds[0]
+    for p, r in zip(paths[1:], rounds[1:]):
+        if [tuple(b.get(k) for k in KEY) for b in r] != [tuple(b.get(k) for k in KEY) for b in first]:
+            die("%s: not the same llama-bench tests as %s" % (p, paths[0]))
+    merged = []
+    for i, b in enumerate(first):
+        v = [r[i]["avg_ns"] for r in rounds]
+        samples = [s for r in rounds for s in r[i].get("samples_ns", [])] or v
+        m = dict(b)
+        m["avg_ns"] = int(STAT(samples))
+        m["stddev_ns"] = int((max(v) - min(v)) / 2)
+        m["samples_ns"] = [s for r in rounds for s in r[i].get("samples_ns", [])]
+        m["samples_ts"] = [s for r in rounds for s in r[i].get("samples_ts", [])]
+        tokens = b["n_prompt"] + b["n_gen"]
+        m["avg_ts"] = tokens / (m["avg_ns"] / 1e9) if m["avg_ns"] else 0
+        merged.append(m)
+    with open(out, "w") as f:
+        json.dump(merged, f, indent=1)
+
+
+def merge_steps(out, paths):
+    rounds = []
+    for p in paths:
+        with open(p, newline="") as f:
+            rounds.append(list(csv.DictReader(f)))
+    first = rounds[0]
+    for p, r in zip(paths[1:], rounds[1:]):
+        if [(x["step"], x["n_tokens"], x["rc"]) for x in r] != [(x["step"], x["n_tokens"], x["rc"]) for x in first]:
+            die("%s: not the same steps (step, n_tokens, rc) as %s" % (p, paths[0]))
+    cols = list(first[0].keys()) + ["ms_min", "ms_max", "spread"]
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        for i, row in enumerate(first):
+            v = [float(r[i]["ms"]) for r in rounds]
+            med = statistics.median(v)
+            m = dict(row)
+            m.update(ms="%.6f" % STAT(v), ms_min="%.6f" % min(v), ms_max="%.6f" % max(v),
+                     spread="%.6f" % ((max(v) - min(v)) / med if med > 0 else 0))
+            w.writerow(m)
+    totals = [sum(float(x["ms"]) for x in r) / 1e3 for r in rounds]
+    print("real totals per round: %s s (spread %.1f %% of the median)" % (
+        " / ".join("%.2f" % t for t in totals), 100 * (max(totals) - min(totals)) / statistics.median(totals)))
+
+
+def main():
+    global STAT
+    args = sys.argv[1:]
+    if len(args) >= 2 and args[0] == "--stat":
+        if args[1] not in ("min", "median"):
+            die("--stat must be min or median, got %r" % args[1])
+        STAT = min if args[1] == "min" else statistics.median
+        args = args[2:]
+    if len(args) < 3 or args[0] not in ("bench", "steps"):
+        die("usage: merge_rounds.py [--stat min|median] bench|steps OUT IN1 [IN2 ...]")
+    (merge_bench if args[0] == "bench" else merge_steps)(args[1], args[2:])
+
+
+if __name__ == "__main__":
+    main()
