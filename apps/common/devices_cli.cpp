@@ -1,6 +1,7 @@
 #include "common/devices_cli.h"
 
 #include "common/replay_cli.h"
+#include "core/errors.h"
 #include "time/device_profile.h"
 
 #include <fmt/format.h>
@@ -10,7 +11,7 @@
 namespace kvsim {
 
 void devices_cli::add_to(CLI::App & cmd) {
-    cmd.add_option("device", name, "A shipped profile's name or a profile file: print it in full (default: list the shipped ones)");
+    device_opt = cmd.add_option("device", name, "A shipped profile's name or a profile file: print it in full (default: list the shipped ones)");
     cmd.add_flag("--json", json, "Print JSON");
 }
 
@@ -38,6 +39,7 @@ void print_listing(std::ostream & term, const nlohmann::json & a) {
 }  // namespace
 
 int devices_cli::run(std::ostream & term) const {
+    if (device_opt && device_opt->count() > 0 && name.empty()) throw usage_error("kvsim devices: an empty device name");
     if (name.empty()) {
         const auto a = listing();
         if (json) {
@@ -51,8 +53,7 @@ int devices_cli::run(std::ostream & term) const {
     nlohmann::json j = device_profile_json(d);
     const auto names = device_preset_names();
     if (std::find(names.begin(), names.end(), name) != names.end()) j = nlohmann::json::parse(device_preset_json(name));
-    j["time_accuracy"] = time_accuracy_json(d);
-    if (json) {
+    if (json) {   // the profile alone, so that it can be saved and given to --device
         term << j.dump(2) << '\n';
         return 0;
     }

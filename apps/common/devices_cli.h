@@ -12,6 +12,7 @@ namespace kvsim {
 struct devices_cli {
     std::string name;
     bool json = false;
+    CLI::Option * device_opt = nullptr;
 
     void add_to(CLI::App & cmd);
     int run(std::ostream & term) const;

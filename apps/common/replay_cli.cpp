@@ -28,6 +28,15 @@
 namespace kvsim {
 
 namespace {
+// --backend auto: cuda if this kvsim has CUDA and a GPU is usable, else cpu.
+std::string auto_backend() {
+#ifdef KVSIM_HAVE_CUDA
+    return cuda_device_available(nullptr) ? "cuda" : "cpu";
+#else
+    return "cpu";
+#endif
+}
+
 // --device host: this machine's read bandwidth (kernels/bandwidth.h read probe, best of 5 passes
 // over 512 MiB on the kernel threads); compute and the other terms stay the cpu profile's.
 device_profile host_device(int threads) {
@@ -315,6 +324,8 @@ replay_options replay_cli::finish() {
     }
     if (no_progress) o.progress = false;
     if (force_progress) o.progress = true;
+    // auto resolved here, so that the options' checks (--step-time measured needs --device host on the CPU) see it
+    if (o.kernels.backend == "auto") o.kernels.backend = auto_backend();
     finish_fit(o);
     check_given_options(o);
     return o;
@@ -346,9 +357,8 @@ void replay_cli::check_given_options(replay_options & o) const {
 
 namespace {
 std::unique_ptr<replay_hooks> make_hooks(const kernel_options & k) {
-    std::string backend = k.backend;
+    std::string backend = k.backend == "auto" ? auto_backend() : k.backend;
 #ifdef KVSIM_HAVE_CUDA
-    if (backend == "auto") backend = cuda_device_available(nullptr) ? "cuda" : "cpu";
     if (backend == "cuda") {
         std::string why;
         if (!cuda_device_available(&why)) throw usage_error("--backend cuda: " + why);
@@ -358,7 +368,6 @@ std::unique_ptr<replay_hooks> make_hooks(const kernel_options & k) {
         return make_kernel_hooks(k, make_cuda_backend(0, false), std::move(probe), kernel_drive{cuda_event_timer(true), true});
     }
 #else
-    if (backend == "auto") backend = "cpu";
     if (backend == "cuda") throw usage_error("--backend cuda: this kvsim was built without CUDA (nvcc not found at build time)");
 #endif
     if (backend == "none") return nullptr;

@@ -91,15 +91,24 @@ llama_bench_row parse_point(const json & o, const std::string & file, size_t ind
     }
     // 1e15 ns = 11.6 days: beyond it avg_ns is not a benchmark time (and 2^64-1 is a wrapped counter)
     p.avg_s = int_field(o, e, "avg_ns", 1, 1e15) * 1e-9;
+    if (o.contains("n_seq")) p.n_seq = (uint32_t) int_field(o, e, "n_seq", 1, 256);
+    if (o.contains("n_ctx")) p.n_ctx = (uint32_t) int_field(o, e, "n_ctx", 0, k_max_bench_tokens);
+    if (o.contains("kv_unified")) {
+        if (!o["kv_unified"].is_boolean()) bad_field(e, "kv_unified", json_text(o["kv_unified"]), "must be true or false");
+        p.kv_unified = o["kv_unified"].get<bool>();
+    }
+    if ((double) p.n_seq * (p.n_prompt + p.n_gen + p.n_depth) > k_max_bench_tokens) {
+        bad_field(e, "n_seq", std::to_string(p.n_seq), fmt::format("times the tokens per sequence exceeds {:.0f} tokens", k_max_bench_tokens));
+    }
     const auto optional_text = [&](const char * name) {
         if (!o.contains(name)) return std::string();
         if (!o[name].is_string()) bad_field(e, name, json_text(o[name]), "must be a string");
         const std::string v = o[name].get<std::string>();
-        return v == "unknown" ? std::string() : cut_text(v, 80);   // a build without git says "unknown"
+        return v == "unknown" ? std::string() : v;   // a build without git says "unknown"
     };
     p.build = optional_text("build_commit");
-    p.device = optional_text("gpu_info");
-    if (p.device.empty()) p.device = optional_text("cpu_info");
+    const std::string gpu = optional_text("gpu_info"), cpu = optional_text("cpu_info");
+    p.device = gpu.empty() ? cpu : gpu;
     p.stddev_s = int_field(o, e, "stddev_ns", 0, 1e15) * 1e-9;
     return p;
 }
@@ -107,8 +116,9 @@ llama_bench_row parse_point(const json & o, const std::string & file, size_t ind
 // The tensors a point's ubatch touches, from a context shaped as llama-bench's.
 context_params bench_context(const llama_bench_row & p) {
     context_params cp;
-    cp.n_ctx = p.n_prompt + p.n_gen + p.n_depth;
-    cp.n_seq_max = 1;
+    cp.n_ctx = std::max<uint32_t>(p.n_ctx, p.n_seq * (p.n_prompt + p.n_gen + p.n_depth));
+    cp.n_seq_max = p.n_seq;
+    cp.kv_unified = p.kv_unified;
     cp.n_batch = p.n_batch;
     cp.n_ubatch = std::min(p.n_ubatch, p.n_batch);
     try {
@@ -122,13 +132,19 @@ context_params bench_context(const llama_bench_row & p) {
     return cp;
 }
 
-// llama-bench test_prompt: n tokens in n_batch chunks from position pos, one sequence, through the
-// op door (each decode tagged with the result's entry number).
+// llama-bench test_prompt: n tokens per sequence from position pos, every sequence's in one batch (llama-batched-bench
+// adds sequence 0's, then 1's, ...), decoded in n_batch views through the op door (each decode tagged with the result's
+// entry number).
 void decode_prompt(op_runner & run, uint32_t n, uint32_t n_batch, llama_pos & pos, const llama_bench_row & p) {
-    for (uint32_t done = 0; done < n;) {
-        const uint32_t k = std::min(n - done, n_batch);
+    llama_batch_in all;
+    for (llama_seq_id s = 0; s < (llama_seq_id) p.n_seq; ++s) {
+        for (uint32_t i = 0; i < n; ++i) all.add(pos + (llama_pos) i, {s});
+    }
+    pos += (llama_pos) n;
+    for (uint32_t done = 0; done < all.n_tokens();) {
+        const uint32_t k = std::min(all.n_tokens() - done, n_batch);
         llama_batch_in b;
-        for (uint32_t i = 0; i < k; ++i) b.add(pos++, {0});
+        for (uint32_t i = done; i < done + k; ++i) b.add(all.pos[i], all.seq_id[i]);
         if (run.decode(b, (long) p.index) != DECODE_OK) bad_field({p.file, p.index, p.line}, "n_depth", std::to_string(p.n_depth), "does not fit the context");
         done += k;
     }
@@ -234,7 +250,7 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
     decode_prompt(run, p.n_depth, ctx.sizes().n_batch, pos, p);   // untimed (or restored from a saved state)
     const scoped_decode_observer timed(run, &col);
     decode_prompt(run, p.n_prompt, ctx.sizes().n_batch, pos, p);
-    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, 1, pos, p);
+    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, ctx.sizes().n_batch, pos, p);   // one token per sequence
     std::vector<ubatch_terms> v;
     for (const auto & w : col.work) v.push_back(tm.terms(w));
     return v;
@@ -243,9 +259,9 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
 namespace {
 // The fitted terms: seconds per weight byte (memory-bound ubatches), per ubatch, per K/V byte,
 // per attention FLOP, then seconds per dense FLOP for each ubatch size (compute-bound ubatches).
-enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_GEMM0 };
+enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_GEMM0 };
 const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_overhead_s", "attn_s_per_kv_byte", "attn_s_per_flop",
-                                            "extra_pass_s_per_byte"};
+                                            "extra_pass_s_per_byte", "attn_s_per_scanned_cell"};
 
 struct fit_state {
     std::vector<double> x;          // T_GEMM0 + sizes.size() terms
@@ -296,6 +312,7 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
             row[T_KV] += t.kv_bytes;
             row[T_ATTN_FLOPS] += t.attn_flops;
             row[T_EXTRA_PASS] += t.extra_pass_bytes;
+            row[T_SCAN] += t.scanned_cells;
         }
         double fixed = 0;
         for (size_t k = 0; k < s.x.size(); ++k) {
@@ -328,7 +345,8 @@ std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, c
 // attention terms, are taken from the base profile, each named in notes, until the results cover the
 // rest. False when even the weight-read and GEMM terms outnumber the results.
 bool keep_from_base(fit_state & s, const device_profile & base, size_t n_results, std::vector<std::string> & notes) {
-    const std::pair<size_t, double> order[] = {{T_EXTRA_PASS, base.extra_pass_s_per_byte},
+    const std::pair<size_t, double> order[] = {{T_SCAN, base.attn_s_per_scanned_cell},
+                                               {T_EXTRA_PASS, base.extra_pass_s_per_byte},
                                                {T_UBATCH, base.ubatch_overhead_s},
                                                {T_ATTN_FLOPS, base.attn_s_per_flop},
                                                {T_KV, base.attn_s_per_kv_byte}};
@@ -392,6 +410,12 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     for (const auto & p : pts)
         for (const auto & t : p) any_extra |= t.extra_pass_bytes > 0;
     if (!any_extra) s.active[T_EXTRA_PASS] = false;
+    // cells walked past the mask: only results of several sequences in one stream tell them from the visible ones
+    s.x[T_SCAN] = base.attn_s_per_scanned_cell;
+    bool any_shared = false;
+    for (const auto & p : pts)
+        for (const auto & t : p) any_shared |= t.scanned_cells > 0;
+    if (!any_shared) s.active[T_SCAN] = false;
     std::vector<bool> branch = branches(pts, s);
     std::vector<bool> gemm_free(s.x.size(), true);   // sizes not given up as unseparable
     for (int iter = 0; iter < 100; ++iter) {
@@ -411,7 +435,7 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
             // not separable by these results: give up the least identifiable term, in this order
             // (the per-ubatch cost is collinear with the per-size GEMM terms when every size has one)
             bool dropped = false;
-            for (size_t t : {(size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV, (size_t) T_EXTRA_PASS}) {
+            for (size_t t : {(size_t) T_SCAN, (size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV, (size_t) T_EXTRA_PASS}) {
                 if (s.active[t]) {
                     s.active[t] = false;
                     s.x[t] = 0;
@@ -466,6 +490,7 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     d.attn_s_per_kv_byte = s.x[T_KV];
     d.attn_s_per_flop = s.x[T_ATTN_FLOPS];
     d.extra_pass_s_per_byte = s.x[T_EXTRA_PASS];
+    d.attn_s_per_scanned_cell = s.x[T_SCAN];
     const step_time_model fitted{d, m, nullptr};   // the float speed-up is already in the FLOPs
     for (size_t i = 0; i < pts.size(); ++i) {
         double t = 0;
@@ -517,6 +542,17 @@ double fit_float_speedup(const std::vector<std::vector<ubatch_terms>> & pts, con
 }  // namespace
 
 namespace {
+// Two results' build_commit (case aside; one may be a shorter prefix of the other, as llama-bench's JSON writes 7
+// hex digits where its markdown writes 8) or device names.
+bool same_machine_text(const std::string & field, const std::string & a, const std::string & b) {
+    if (field != "build_commit") return a == b;
+    const size_t n = std::min(a.size(), b.size());
+    for (size_t i = 0; i < n; ++i) {
+        if (std::tolower((unsigned char) a[i]) != std::tolower((unsigned char) b[i])) return false;
+    }
+    return n >= 7 || a.size() == b.size();
+}
+
 // One profile is one machine and one llama.cpp: results that name another build or device than the first that names
 // one are refused (a fit across them would average two machines into neither).
 void check_one_machine(const std::vector<llama_bench_row> & points) {
@@ -530,11 +566,11 @@ void check_one_machine(const std::vector<llama_bench_row> & points) {
             if ((p.*value).empty()) continue;
             if (!*first) {
                 *first = &p;
-            } else if ((*first)->*value != p.*value) {
-                throw input_error(p.file, p.line, p.*value,
+            } else if (!same_machine_text(field, (*first)->*value, p.*value)) {
+                throw input_error(p.file, p.line, cut_text(p.*value),
                                   fmt::format("{}field {} differs from '{}' in {}: one fit takes the results of one llama.cpp build on one "
                                               "device (calibrate each separately)", p.line > 0 ? "" : fmt::format("entry {}: ", p.index), field,
-                                              (*first)->*value, where(**first)));
+                                              cut_text((*first)->*value), where(**first)));
             }
         }
     }

@@ -31,6 +31,12 @@ struct llama_bench_row {
     std::string type_k, type_v;
     int flash_attn = -1;          // -1 auto, 0 off, 1 on
     uint32_t n_prompt = 0, n_gen = 0, n_depth = 0;
+    // kvsim's extension for llama-batched-bench results (scripts/time-validation/batched_to_bench.py writes them):
+    // n_seq sequences at once, each with n_depth untimed then n_prompt timed prompt tokens (one batch of them all), or
+    // n_gen steps of one token per sequence; kv_unified: one cache stream for them (-kvu); n_ctx: its -c (0: just fits)
+    uint32_t n_seq = 1;
+    bool kv_unified = true;
+    uint32_t n_ctx = 0;
     double avg_s = 0, stddev_s = 0;
     // llama-bench's build_commit (a markdown table: its "build: <commit> (<number>)" line) and the device it ran on
     // (gpu_info, else cpu_info; a markdown file: its "Device 0: <name>," line); empty when the file does not say

@@ -58,7 +58,7 @@ const std::vector<std::pair<std::string, std::string>> & calibrated_presets() {
 }
 
 const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction",
-                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
+                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "attn_s_per_scanned_cell", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
                                         "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
 
 // Bounds a profile number must lie in: far beyond any device, yet a typo or a hostile file
@@ -79,6 +79,18 @@ double number(const nlohmann::json & j, const char * key, const std::string & wh
     }
     return d;
 }
+// An optional text field printed in the terminal (time_accuracy_note): a string without control characters.
+std::string printable(const nlohmann::json & j, const char * key, const std::string & where) {
+    if (!j.contains(key)) return "";
+    const auto & v = j[key];
+    if (!v.is_string()) throw input_error(where, 0, json_text(v), fmt::format("field {} must be a string", key));
+    std::string s = v.get<std::string>();
+    if (std::any_of(s.begin(), s.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; })) {
+        throw input_error(where, 0, s, fmt::format("field {} must be printable text (no control characters)", key));
+    }
+    return s;
+}
+
 // "a + b + c" -> {a, b, c}; "" -> {}.
 std::vector<std::string> split_plus(const std::string & w) {
     std::vector<std::string> v;
@@ -100,18 +112,23 @@ void read_calibration(const nlohmann::json & j, const std::string & where, devic
     d.calibrated_model = c.value("model", "");
     d.calibrated_weights = split_plus(c.value("weights", ""));
     d.calibrated_kv = split_plus(c.value("kv", ""));
-    if (c.contains("derived_from")) {
-        if (!c["derived_from"].is_string()) throw input_error(where, 0, json_text(c["derived_from"]), "field calibration.derived_from must be a string");
-        d.derived_from = c["derived_from"].get<std::string>();
-    }
+    d.derived_from = printable(c, "derived_from", where + ": calibration");
     if (!c.contains("held_out")) return;
     const auto & h = c["held_out"];
     if (!h.is_object()) throw input_error(where, 0, json_text(h), "field calibration.held_out must be an object");
     const std::string w = where + ": calibration.held_out";
+    for (const auto & [k, v] : h.items()) {   // a typo would drop the error silently
+        if (k != "median_abs_error" && k != "max_abs_error" && k != "results" && k != "method") {
+            throw input_error(w, 0, k, "unknown field (expected median_abs_error, max_abs_error, results, method)");
+        }
+    }
     d.held_out.median_abs = number(h, "median_abs_error", w, -1, {0, 1e3, false});
     d.held_out.max_abs = number(h, "max_abs_error", w, d.held_out.median_abs, {0, 1e3, false});
+    if (d.held_out.max_abs < d.held_out.median_abs) {
+        throw input_error(w, 0, json_text(h["max_abs_error"]), "field max_abs_error is below median_abs_error");
+    }
     d.held_out.results = (size_t) number(h, "results", w, 0, {0, 1e9, false}, true);
-    if (h.contains("method") && h["method"].is_string()) d.held_out.method = h["method"].get<std::string>();
+    d.held_out.method = printable(h, "method", w);
 }
 
 // Same weight shapes: the dimensions the step time reads (a preset renamed for a longer context,
@@ -247,10 +264,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
         if (!j["name"].is_string()) throw input_error(where, 0, json_text(j["name"]), "field name must be a string");
         d.name = j["name"].get<std::string>();
     }
-    if (j.contains("source")) {
-        if (!j["source"].is_string()) throw input_error(where, 0, json_text(j["source"]), "field source must be a string");
-        d.source = j["source"].get<std::string>();
-    }
+    if (j.contains("source")) d.source = printable(j, "source", where);
     if (j.contains("attention")) {
         const auto & a = j["attention"];
         if (!a.is_string() || (a.get<std::string>() != "roofline" && a.get<std::string>() != "linear")) {
@@ -275,24 +289,29 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     d.memory_mib = (uint64_t) number(j, "memory_mib", where, 0, {0, 1 << 30, false}, true);   // up to 1 PiB
     // a fraction above 1 is legal: calibrate fits against the base profile's peak, which can be
     // below what the machine reaches; 10x the peak is a wrong profile, not an efficiency
-    d.weight_read_fraction = number(j, "weight_read_fraction", where, 1.0, {0, 10, true});
-    d.float_gemm_speedup = number(j, "float_gemm_speedup", where, 1.0, {0, 100, true});
+    d.weight_read_fraction = number(j, "weight_read_fraction", where, 1.0, {1e-6, 10, false});
+    d.float_gemm_speedup = number(j, "float_gemm_speedup", where, 1.0, {1e-3, 100, false});
     d.ubatch_overhead_s = number(j, "ubatch_overhead_s", where, 0, {0, 1, false});
     d.host_link_gbs = number(j, "host_link_gbs", where, 0, {0, k_max_bandwidth_gbs, false});
+    if (d.host_link_gbs > 0 && d.host_link_gbs < k_min_bandwidth_gbs) {   // 0: not timed; a tiny rate: every copy takes forever
+        throw input_error(where, 0, json_text(j["host_link_gbs"]),
+                          fmt::format("field host_link_gbs must be 0 (not modelled) or in [{:g}, {:g}]", k_min_bandwidth_gbs, k_max_bandwidth_gbs));
+    }
     d.repack_rows = (int) number(j, "repack_rows", where, 0, {0, 64, false}, true);
     d.extra_pass_s_per_byte = number(j, "extra_pass_s_per_byte", where, 0, {0, 1e-6, false});
+    d.attn_s_per_scanned_cell = number(j, "attn_s_per_scanned_cell", where, 0, {0, 1e-6, false});
     d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
     d.attn_s_per_kv_byte = number(j, "attn_s_per_kv_byte", where, 0, {0, 1e-6, false});   // >= 1 MB/s
     d.attn_s_per_flop = number(j, "attn_s_per_flop", where, 0, {0, 1e-6, false});         // >= 1 MFLOP/s
     if (j.contains("gemm_fraction")) {
         const auto & g = j["gemm_fraction"];
-        const std::string bad = "field gemm_fraction must be a non-empty array of [tokens, fraction] pairs, tokens ascending and >= 1, fractions in (0, 10]";
+        const std::string bad = "field gemm_fraction must be a non-empty array of [tokens, fraction] pairs, tokens ascending and >= 1, fractions in [1e-6, 10]";
         if (!g.is_array() || g.empty()) throw input_error(where, 0, json_text(g), bad);
         d.gemm_fraction.clear();
         for (const auto & p : g) {
             if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) throw input_error(where, 0, json_text(p), bad);
             const double t = p[0].get<double>(), f = p[1].get<double>();
-            if (!std::isfinite(t) || !std::isfinite(f) || t < 1 || f <= 0 || f > 10 || (!d.gemm_fraction.empty() && t <= d.gemm_fraction.back().first)) {
+            if (!std::isfinite(t) || !std::isfinite(f) || t < 1 || f < 1e-6 || f > 10 || (!d.gemm_fraction.empty() && t <= d.gemm_fraction.back().first)) {
                 throw input_error(where, 0, json_text(p), bad);
             }
             d.gemm_fraction.emplace_back(t, f);
@@ -330,6 +349,7 @@ nlohmann::json device_profile_json(const device_profile & d) {
             {"host_link_gbs", d.host_link_gbs},
             {"repack_rows", d.repack_rows},
             {"extra_pass_s_per_byte", d.extra_pass_s_per_byte},
+            {"attn_s_per_scanned_cell", d.attn_s_per_scanned_cell},
             {"ubatch_overhead_s", d.ubatch_overhead_s},
             {"layer_overhead_s", d.layer_overhead_s},
             {"attention", d.attention},

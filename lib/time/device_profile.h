@@ -54,6 +54,8 @@ struct device_profile {
     std::string attention_cells = "n_kv";
     double attn_s_per_kv_byte = 0;
     double attn_s_per_flop = 0;
+    // "visible" only: seconds per cell the CPU kernel walks past testing the mask (step_time.h: scanned_cells)
+    double attn_s_per_scanned_cell = 0;
     // What a fitted profile was calibrated on (its "calibration" object, written by kvsim calibrate):
     // the model preset and the weight types; empty for a datasheet or host profile.
     std::string calibrated_model{};

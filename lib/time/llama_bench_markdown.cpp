@@ -3,6 +3,8 @@
 #include "core/errors.h"
 #include "util/json_read.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fmt/format.h>
 #include <map>
@@ -109,6 +111,18 @@ struct reader {
 };
 }  // namespace
 
+// "build: 4426e298 (2824)" -> "4426e298"; "" unless the line is exactly that shape (hex commit, decimal number).
+std::string build_commit_of(const std::string & t) {
+    std::istringstream in(t.substr(6));
+    std::string commit, number, rest;
+    in >> commit >> number;
+    const bool hex = !commit.empty() && commit.size() <= 40 &&
+                     std::all_of(commit.begin(), commit.end(), [](unsigned char c) { return std::isxdigit(c) != 0; });
+    const bool num = number.size() >= 3 && number.size() <= 12 && number.front() == '(' && number.back() == ')' &&
+                     std::all_of(number.begin() + 1, number.end() - 1, [](unsigned char c) { return std::isdigit(c) != 0; });
+    return hex && num && !(in >> rest) ? commit : std::string();
+}
+
 bool looks_like_llama_bench_markdown(const std::string & text) {
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);) {
@@ -124,20 +138,20 @@ nlohmann::json llama_bench_markdown_to_json(const std::string & text, const std:
     std::map<std::string, size_t> col;   // the current table's columns
     size_t table_start = 0;              // the current table's first row in `out`
     std::string device;                  // "Device 0: NVIDIA GeForce RTX 4090, compute capability ..." (llama-bench's stderr)
-    static const std::regex build_re("build: *([0-9a-fA-F]{6,40}) *\\(([0-9]+)\\) *");
-    static const std::regex device_re(" *(?:ggml_cuda_init: *)?Device 0: *([^,]+),.*");
     std::istringstream in(text);
     for (std::string line; std::getline(in, line);) {
         ++rd.line;
         if (trim(line).empty() || trim(line).front() != '|') {
             col.clear();   // a table ends at its first other line (its "build:" line, a blank)
-            std::smatch m;
             const std::string t = trim(line);
-            if (std::regex_match(t, m, build_re)) {   // the build of the table above it
-                for (size_t i = table_start; i < out.size(); ++i) out[i]["build_commit"] = m[1].str();
+            if (t.rfind("build:", 0) == 0) {   // the build of the table above it
+                const std::string commit = build_commit_of(t);
+                if (commit.empty()) rd.fail(t, "a build line reads 'build: <commit> (<number>)'");
+                for (size_t i = table_start; i < out.size(); ++i) out[i]["build_commit"] = commit;
                 table_start = out.size();
-            } else if (std::regex_match(t, m, device_re)) {
-                device = cut_text(trim(m[1].str()), 80);
+            } else if (const size_t at = t.find("Device 0:"); at != std::string::npos) {
+                const size_t comma = t.find(',', at);
+                device = trim(t.substr(at + 9, comma == std::string::npos ? std::string::npos : comma - at - 9));
             }
             continue;
         }

@@ -41,10 +41,12 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
     t.dense_flops = 2.0 * wb.dense_params * first.n_tokens + 2.0 * wb.output_params * n_out;
     if (!is_float_weight_type(weights) && device.repack_rows > 0) {
         t.extra_pass_bytes = t.weight_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
-        t.gemv_only = first.n_tokens < device.repack_rows;
+        t.gemv_only = (int64_t) first.n_tokens < device.repack_rows;
     }
     const bool visible = device.attention_cells == "visible";
     for (const auto & w : per_cache) {
+        // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_f16: the tiled path from GGML_FA_TILE_Q (64) query rows
+        if (visible && w.n_tokens < 64) t.scanned_cells += (double) w.n_tokens * w.n_kv * model.n_head * w.n_layer;
         if (visible) {
             t.kv_bytes += w.visible * (double) w.bytes_per_cell_layer * w.n_layer;
             t.attn_flops += 4.0 * w.visible * model.n_head * model.head_dim * w.n_layer;
@@ -74,7 +76,7 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
     const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.weight_read_fraction);
     const double gemm = device.gemm_fraction_at(t.n_tokens) * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
     const double compute = flops / (device.peak_tflops * 1e12 * gemm);
-    return (t.gemv_only ? mem : std::max(mem, compute)) + attn + t.extra_pass_bytes * device.extra_pass_s_per_byte + device.ubatch_overhead_s +
+    return (t.gemv_only ? mem : std::max(mem, compute)) + attn + t.scanned_cells * device.attn_s_per_scanned_cell + t.extra_pass_bytes * device.extra_pass_s_per_byte + device.ubatch_overhead_s +
            model.n_layer * device.layer_overhead_s;
 }
 

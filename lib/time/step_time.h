@@ -51,6 +51,10 @@ struct ubatch_terms {
     // weight_bytes * repack_extra_passes(n_tokens); 0 otherwise
     double extra_pass_bytes = 0;
     bool gemv_only = false;    // repacked weights and fewer tokens than a gemm takes: one-row passes, memory-bound
+    // Cells the attention walks testing the mask (device attn_s_per_scanned_cell > 0 or a fit: ggml's CPU flash attention
+    // for fewer than 64 query rows visits every cell up to n_kv of its stream per row and head, computing only the
+    // unmasked ones): n_tokens * n_kv * n_head * n_layer, all caches; 0 for 64 tokens and more (the tiled path)
+    double scanned_cells = 0;
     // (device attention_cells "visible": visible * bytes_per_cell_layer * n_layer and
     //  4 * visible * n_head * head_dim * n_layer instead)
 };

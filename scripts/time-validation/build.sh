@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Native CPU build of llama.cpp at the exact commit the oracles run (kvoracle, server-oracle),
-# for timing: llama-bench, llama-quantize and our decode timer (tv-decode-timer.cpp).
+# for timing: llama-bench, llama-batched-bench, llama-quantize and our decode timer (tv-decode-timer.cpp).
 # Source: the bare repo ../../../shared/tools/kvoracle/build.sh unpacked (/tmp/oracle-work/lcpp.git)
 # or the server-oracle one.  Everything goes under $WORK (default /tmp/tv-work), never the repo.
 #   GGML_NATIVE=ON  (unlike server-oracle's build, which is GGML_NATIVE=OFF and so has no AVX2 in
@@ -41,6 +41,6 @@ if [ ! -f "$WORK/build/CMakeCache.txt" ]; then
     -DLLAMA_BUILD_TOOLS=ON > "$WORK/cmake.log"
 fi
 T0=$(date +%s)
-nice -n 10 cmake --build "$WORK/build" --target llama-bench llama-quantize -j "$JOBS" > "$WORK/build.log"
+nice -n 10 cmake --build "$WORK/build" --target llama-bench llama-batched-bench llama-quantize -j "$JOBS" > "$WORK/build.log"
 echo "llama.cpp built in $(( $(date +%s) - T0 )) s"
 build_timer

@@ -17,10 +17,12 @@ rounds' avg_ns, samples_ns all samples. steps: ms is the minimum (or median), ms
 """
 import csv
 import json
+import math
+import os
 import statistics
 import sys
 
-KEY = ("n_prompt", "n_gen", "n_depth", "n_batch", "n_ubatch", "type_k", "type_v", "flash_attn", "n_threads")
+KEY = ("n_prompt", "n_gen", "n_depth", "n_seq", "n_batch", "n_ubatch", "type_k", "type_v", "flash_attn", "n_threads")
 
 
 def die(msg):
@@ -31,13 +33,48 @@ def die(msg):
 STAT = min
 
 
+def number(v, where):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        die("%s: %r is not a finite time > 0" % (where, v))
+    return v
+
+
+def write_atomic(out, write):
+    """write(f) into OUT's temporary sibling, renamed over OUT only once complete: no half-written output"""
+    tmp = out + ".tmp"
+    try:
+        with open(tmp, "w", newline="") as f:
+            write(f)
+        os.replace(tmp, out)
+    except OSError as e:
+        die("%s: %s" % (out, e))
+
+
+def read_bench(p):
+    try:
+        r = json.load(open(p))
+    except (OSError, ValueError) as e:
+        die("%s: %s" % (p, e))
+    if not isinstance(r, list) or not r or not all(isinstance(b, dict) for b in r):
+        die("%s: not a llama-bench -o json array of results" % p)
+    for i, b in enumerate(r):
+        for k in ("n_prompt", "n_gen", "avg_ns"):
+            if k not in b:
+                die("%s: entry %d has no %s" % (p, i, k))
+        for k in ("n_prompt", "n_gen"):
+            if isinstance(b[k], bool) or not isinstance(b[k], int) or b[k] < 0:
+                die("%s: entry %d: %s %r is not a whole number >= 0" % (p, i, k, b[k]))
+        number(b["avg_ns"], "%s: entry %d: avg_ns" % (p, i))
+        s = b.get("samples_ns", [])
+        if not isinstance(s, list):
+            die("%s: entry %d: samples_ns is not a list" % (p, i))
+        for x in s:
+            number(x, "%s: entry %d: samples_ns" % (p, i))
+    return r
+
+
 def merge_bench(out, paths):
-    rounds = []
-    for p in paths:
-        try:
-            rounds.append(json.load(open(p)))
-        except (OSError, ValueError) as e:
-            die("%s: %s" % (p, e))
+    rounds = [read_bench(p) for p in paths]
     first = rounds[0]
     for p, r in zip(paths[1:], rounds[1:]):
         if [tuple(b.get(k) for k in KEY) for b in r] != [tuple(b.get(k) for k in KEY) for b in first]:
@@ -54,33 +91,57 @@ def merge_bench(out, paths):
         tokens = b["n_prompt"] + b["n_gen"]
         m["avg_ts"] = tokens / (m["avg_ns"] / 1e9) if m["avg_ns"] else 0
         merged.append(m)
-    with open(out, "w") as f:
-        json.dump(merged, f, indent=1)
+    write_atomic(out, lambda f: json.dump(merged, f, indent=1))
+
+
+def read_steps(p):
+    try:
+        with open(p, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        die("%s: %s" % (p, e))
+    if not rows:
+        die("%s: no steps (tv-decode-timer's CSV expected)" % p)
+    for c in ("step", "n_tokens", "rc", "ms"):
+        if c not in rows[0]:
+            die("%s: no column %s" % (p, c))
+    for i, r in enumerate(rows):
+        if None in r or None in r.values():
+            die("%s: row %d has another number of cells than the header" % (p, i + 2))
+        try:
+            r["ms"] = float(r["ms"])
+        except ValueError:
+            die("%s: row %d: ms %r is not a number" % (p, i + 2, r["ms"]))
+        if not math.isfinite(r["ms"]) or r["ms"] < 0:
+            die("%s: row %d: ms %r is not a finite time >= 0" % (p, i + 2, r["ms"]))
+    return rows
 
 
 def merge_steps(out, paths):
-    rounds = []
-    for p in paths:
-        with open(p, newline="") as f:
-            rounds.append(list(csv.DictReader(f)))
+    rounds = [read_steps(p) for p in paths]
     first = rounds[0]
     for p, r in zip(paths[1:], rounds[1:]):
         if [(x["step"], x["n_tokens"], x["rc"]) for x in r] != [(x["step"], x["n_tokens"], x["rc"]) for x in first]:
             die("%s: not the same steps (step, n_tokens, rc) as %s" % (p, paths[0]))
     cols = list(first[0].keys()) + ["ms_min", "ms_max", "spread"]
-    with open(out, "w", newline="") as f:
+    merged = []
+    for i, row in enumerate(first):
+        v = [r[i]["ms"] for r in rounds]
+        med = statistics.median(v)
+        m = dict(row)
+        m.update(ms="%.6f" % STAT(v), ms_min="%.6f" % min(v), ms_max="%.6f" % max(v),
+                 spread="%.6f" % ((max(v) - min(v)) / med if med > 0 else 0))
+        merged.append(m)
+
+    def write(f):
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
-        for i, row in enumerate(first):
-            v = [float(r[i]["ms"]) for r in rounds]
-            med = statistics.median(v)
-            m = dict(row)
-            m.update(ms="%.6f" % STAT(v), ms_min="%.6f" % min(v), ms_max="%.6f" % max(v),
-                     spread="%.6f" % ((max(v) - min(v)) / med if med > 0 else 0))
-            w.writerow(m)
-    totals = [sum(float(x["ms"]) for x in r) / 1e3 for r in rounds]
+        w.writerows(merged)
+    write_atomic(out, write)
+    totals = [sum(x["ms"] for x in r) / 1e3 for r in rounds]
+    med = statistics.median(totals)
     print("real totals per round: %s s (spread %.1f %% of the median)" % (
-        " / ".join("%.2f" % t for t in totals), 100 * (max(totals) - min(totals)) / statistics.median(totals)))
+        " / ".join("%.2f" % t for t in totals), 100 * (max(totals) - min(totals)) / med if med > 0 else 0))
 
 
 def main():

@@ -4,7 +4,8 @@
 #   0. the op trace of a request-trace slice (kvsim replay --emit-ops, --arrivals saturate: the ops do not
 #      depend on the step times)
 #   1. each round: llama-bench calibration points (-o json: pp at several -p and -ub; tg, 2-8 token prompts
-#      and pp512 at several -d), then the op trace timed call by call on the real library (tv-decode-timer)
+#      and pp512 at several -d), llama-batched-bench's (2 and 4 sequences in one cache: batched_to_bench.py), then
+#      the op trace timed call by call on the real library (tv-decode-timer)
 #   2. merge_rounds.py: every llama-bench result and every real step time the minimum (STAT=median: the median)
 #      over the rounds, with the round-to-round spread (why the minimum: merge_rounds.py)
 #   3. kvsim calibrate on the merged results -> a device profile
@@ -99,6 +100,14 @@ for r in $(seq 1 "$ROUNDS"); do
   log "round $r/$ROUNDS: llama-bench tg and prompts at depth (-n 32, -p 2,4,8,512 at -d 0,1024,2048)"
   "${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 2,4,8,512 -n 32 -d 0,1024,2048 -ub "$UB" > "$OUT/bench-tg-$r.json" 2> "$OUT/bench-tg-$r.log"
   load "bench-tg $r"
+  # several sequences in one cache: decode steps of NP tokens whose attention walks the other sequences' cells
+  if [ -x "$BIN/llama-batched-bench" ]; then
+    log "round $r/$ROUNDS: llama-batched-bench (-npp 128,512 -ntg 16 -npl 2,4 $KVUFLAG)"
+    "${pin[@]}" "$BIN/llama-batched-bench" -m "$MODEL" -c "$CTX" -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" \
+      -npp 128,512 -ntg 16 -npl 2,4 $([ "$KVU" = 1 ] && echo -kvu) --output-format jsonl > "$OUT/batched-$r.jsonl" 2> "$OUT/batched-$r.log"
+    python3 "$HERE/batched_to_bench.py" "$OUT/batched-$r.jsonl" "$OUT/bench-pp-$r.json" "$OUT/bench-np-$r.json" $([ "$KVU" = 1 ] && echo --kvu)
+    load "batched $r"
+  fi
   log "round $r/$ROUNDS: real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"
   "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/ops.csv" -o "$OUT/real-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
@@ -107,6 +116,11 @@ done
 seqs=$(seq 1 "$ROUNDS")
 python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-pp.json" $(for r in $seqs; do echo "$OUT/bench-pp-$r.json"; done)
 python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-tg.json" $(for r in $seqs; do echo "$OUT/bench-tg-$r.json"; done)
+NPBENCH=()
+if [ -f "$OUT/bench-np-1.json" ]; then
+  python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-np.json" $(for r in $seqs; do echo "$OUT/bench-np-$r.json"; done)
+  NPBENCH=("$OUT/bench-np.json")
+fi
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/real-steps.csv" $(for r in $seqs; do echo "$OUT/real-steps-$r.csv"; done) | tee "$OUT/rounds.txt"
 
 # harness check (not kvsim): the timer on a llama-bench-like op trace, one 128-token prompt at
@@ -131,7 +145,7 @@ PY
 # --- 2. kvsim calibrate on the merged rounds --------------------------------------------------
 CELLS=(); [ -n "$ATTENTION_CELLS" ] && CELLS=(--attention-cells "$ATTENTION_CELLS")
 log "kvsim calibrate ${CELLS[*]:-}"
-"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-tg.json" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
+"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-tg.json" "${NPBENCH[@]}" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
 
 # --- 3. held-out validation -----------------------------------------------------------------
 log "kvsim replay with the fitted profile"

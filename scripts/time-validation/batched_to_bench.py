@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Turn llama-batched-bench's JSONL (--output-format jsonl) into llama-bench -o json rows kvsim calibrate reads.
+
+  batched_to_bench.py BATCHED.jsonl MODEL_FROM.json OUT.json [--kvu]
+
+Each JSONL line (pp, tg, pl: pl sequences, each a pp-token prompt in one batch, then tg steps of one token per
+sequence; tools/batched-bench/batched-bench.cpp) becomes two rows: the prompt (n_prompt pp, n_seq pl, avg_ns t_pp)
+and the generation (n_depth pp, n_gen tg, n_seq pl, avg_ns t_tg). The model fields (model_type, model_size,
+model_n_params), the cache types and the threads come from the first row of MODEL_FROM.json (a llama-bench -o json
+file of the same model and settings), because batched-bench's lines do not carry them; kv_unified from --kvu (the
+lines do not say either); n_ctx from n_kv_max. n_seq, kv_unified and n_ctx are kvsim's extension of the format.
+"""
+import json
+import sys
+
+
+def die(msg):
+    print("batched_to_bench.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def main():
+    args = [a for a in sys.argv[1:] if a != "--kvu"]
+    if len(args) != 3:
+        die("usage: batched_to_bench.py BATCHED.jsonl MODEL_FROM.json OUT.json [--kvu]")
+    try:
+        ref = json.load(open(args[1]))[0]
+        lines = [json.loads(l) for l in open(args[0]) if l.strip().startswith("{")]
+    except (OSError, ValueError, IndexError, KeyError) as e:
+        die("%s" % e)
+    if not lines:
+        die("%s: no JSONL result lines (run llama-batched-bench with --output-format jsonl)" % args[0])
+    keep = ("model_type", "model_size", "model_n_params", "type_k", "type_v", "n_threads", "cpu_info", "gpu_info",
+            "build_commit", "backends")
+    out = []
+    for l in lines:
+        base = {k: ref[k] for k in keep if k in ref}
+        base.update(n_batch=l["n_batch"], n_ubatch=l["n_ubatch"], flash_attn=l["flash_attn"], n_seq=l["pl"],
+                    kv_unified="--kvu" in sys.argv, n_ctx=l["n_kv_max"], stddev_ns=0)
+        if l["pp"] > 0:
+            out.append(dict(base, n_prompt=l["pp"], n_gen=0, n_depth=0, avg_ns=int(l["t_pp"] * 1e9)))
+        if l["tg"] > 0:
+            out.append(dict(base, n_prompt=0, n_gen=l["tg"], n_depth=l["pp"], avg_ns=int(l["t_tg"] * 1e9)))
+    with open(args[2], "w") as f:
+        json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
