@@ -30,8 +30,9 @@ void print_listing(std::ostream & term, const nlohmann::json & a) {
     fmt::print(term, "{:16} {:>8} {:>8} {:>8}  source; accuracy of its simulated times\n", "device", "GB/s", "TFLOP/s", "GiB");
     for (const auto & d : a) {
         const auto & t = d["time_accuracy"];
-        fmt::print(term, "{:16} {:>8g} {:>8g} {:>8.1f}  {}\n{:45}{}\n", d["name"].get<std::string>(), d["bandwidth_gbs"].get<double>(),
-                   d["peak_tflops"].get<double>(), d["memory_mib"].get<double>() / 1024, t["source"].get<std::string>(), "",
+        const double mib = d["memory_mib"].get<double>();   // 0: not known (cpu)
+        fmt::print(term, "{:16} {:>8g} {:>8g} {:>8}  {}\n{:45}{}\n", d["name"].get<std::string>(), d["bandwidth_gbs"].get<double>(),
+                   d["peak_tflops"].get<double>(), mib > 0 ? fmt::format("{:.1f}", mib / 1024) : "-", t["source"].get<std::string>(), "",
                    t["note"].get<std::string>());
     }
     fmt::print(term, "`kvsim devices NAME` prints one in full (its fitted terms, sources and description); docs/time-model.md\n");

@@ -531,10 +531,16 @@ double fit_float_speedup(const std::vector<std::vector<ubatch_terms>> & pts, con
     }
     double a = best - (hi - lo) / n, b = best + (hi - lo) / n;
     const double g = (std::sqrt(5.0) - 1) / 2;
+    // golden section: one new fit per step, the other inner point carried over
+    double x1 = b - g * (b - a), x2 = a + g * (b - a), c1 = cost(x1), c2 = cost(x2);
     for (int i = 0; i < 30; ++i) {
-        const double x1 = b - g * (b - a), x2 = a + g * (b - a);
-        if (cost(x1) < cost(x2)) b = x2;
-        else a = x1;
+        if (c1 < c2) {
+            b = x2, x2 = x1, c2 = c1;
+            x1 = b - g * (b - a), c1 = cost(x1);
+        } else {
+            a = x1, x1 = x2, c1 = c2;
+            x2 = a + g * (b - a), c2 = cost(x2);
+        }
     }
     const double mid = (a + b) / 2;
     return std::exp(cost(mid) <= best_cost ? mid : best);
