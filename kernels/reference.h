@@ -18,7 +18,7 @@ void ref_build_kq_mask(const kq_mask_desc & d, const kq_mask_stream * streams, v
 // Hadamard matrix, scores s = scale*q.k (softcap: softcap*tanh(s/softcap) with scale already divided, as ggml),
 // s += slope*mask, two-pass softmax, weighted V sum. Fully masked rows -> zeros. q_dot = q8_0: each rotated Q row
 // is first rounded through q8_0 (quantize_row_q8_0 then dequantize), as ggml's CPU kernel does for a q8_0 K
-// (attn_backend::fa_q_dot_type), Q then rotated with the kernels' float fwht_blocks so both round the same floats;
+// or q4_0 K (attn_backend::fa_q_dot_type), Q then rotated with the kernels' float fwht_blocks so both round the same floats;
 // f32 = Q as given. Throws std::invalid_argument for any other q_dot.
 void ref_flash_attn(const fa_desc & d, const fa_args & a, ggml_type q_dot = ggml_type::f32);
 

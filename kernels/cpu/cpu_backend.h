@@ -72,10 +72,13 @@ public:
     // FMA loops on the same quantized Q. For tests and A/B timing.
     void set_fa_amx(bool on) { fa_amx_ = on; }
     // Q rounded through K's vec_dot_type before Q.K, as ggml's CPU flash attention does (the default: q8_0 for a
-    // q8_0 K); false keeps Q in f32 for every K type (to compare with a backend that does, such as CUDA).
+    // q8_0 or q4_0 K, whose ggml-cpu type traits both name q8_0); false keeps Q in f32 for every K type (to compare
+    // with a backend that does, such as CUDA). An f16 K's vec_dot_type is f16 in ggml, which also accumulates an f16
+    // V in f16; kvsim keeps Q and the accumulators in f32 there (tests/tools/fa_vs_ggml.cpp measures the gap).
     void set_fa_quantize_q(bool on) { fa_quantize_q_ = on; }
     ggml_type fa_q_dot_type(ggml_type type_k) const override {
-        return fa_quantize_q_ && type_k == ggml_type::q8_0 ? ggml_type::q8_0 : ggml_type::f32;
+        const bool q8_dot = type_k == ggml_type::q8_0 || type_k == ggml_type::q4_0;
+        return fa_quantize_q_ && q8_dot ? ggml_type::q8_0 : ggml_type::f32;
     }
 
 private:

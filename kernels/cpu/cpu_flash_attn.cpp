@@ -364,8 +364,9 @@ void cpu_backend::flash_attn(const fa_desc & d, const fa_plan & plan, const fa_a
         fq.q = fa_q_.data();
     }
     if (fa_q_dot_type(a.k.type) == ggml_type::q8_0) {
-        // ggml's CPU flash attention quantizes Q to K's vec_dot_type (q8_0) once per row before its Q.K dots; the
-        // f32 paths read the same values dequantized, so every path computes the same products
+        // ggml's CPU flash attention quantizes Q to K's vec_dot_type (q8_0 for a q8_0 or q4_0 K) once per row
+        // before its Q.K dots (ops.cpp: ggml_compute_forward_flash_attn_ext_f16_one_chunk, q_to_vec_dot); the f32
+        // paths read the same values dequantized, so every path computes the same products
         const int64_t nblk = dk / QK8_0, n_rows = (int64_t) q_elems / dk;
         if (fq.q != fa_q_.data()) fa_q_.assign(a.q, a.q + q_elems);
         fa_qq_.resize((size_t) (n_rows * nblk));
@@ -374,7 +375,9 @@ void cpu_backend::flash_attn(const fa_desc & d, const fa_plan & plan, const fa_a
         }
         fq.q = fa_q_.data();
         fq.qq = fa_qq_.data();
-        fq.amx = fa_amx_ && isa_ == cpu::cpu_isa::avx512 && dk <= cpu::amx_max_head_dim && cpu::amx_int8_available();
+        // the AMX tiles multiply q8_0 K blocks (fa_amx.h): a q4_0 K takes the FMA loops on the rounded Q
+        fq.amx = fa_amx_ && a.k.type == ggml_type::q8_0 && isa_ == cpu::cpu_isa::avx512 && dk <= cpu::amx_max_head_dim &&
+                 cpu::amx_int8_available();
         if (fq.amx) {
             fq.packed_bytes = pack_q_for_amx(d);
             fq.packed = reinterpret_cast<const char *>(fa_q_packed_.data());
