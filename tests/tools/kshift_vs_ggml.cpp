@@ -13,7 +13,6 @@
 // ggml, kvsim, ...) and their median ms, spread (min-max) and the median ratio ggml / kvsim. Build and run:
 // scripts/kshift-vs-ggml.sh.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,9 +23,7 @@
 #include <vector>
 
 #include "ggml-alloc.h"
-#include "ggml-backend.h"
-#include "ggml-cpu.h"
-#include "ggml.h"
+#include "ggml_cpu.h"
 
 #include "cpu/cpu_backend.h"
 #include "hadamard.h"
@@ -36,7 +33,7 @@ namespace {
 constexpr int64_t head_dim = 128, n_head_kv = 8;
 constexpr int32_t delta = -2048;  // the context shift every cell gets
 
-double now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using ggml_tools::now_ms;
 
 kvsim::ggml_type kvsim_type(ggml_type t) {
     switch (t) {
@@ -48,7 +45,6 @@ kvsim::ggml_type kvsim_type(ggml_type t) {
 
 struct ggml_side {
     ggml_backend_t backend = nullptr;
-    ggml_threadpool * pool = nullptr;
     ggml_context * ctx = nullptr;
     ggml_backend_buffer_t buf = nullptr;
     ggml_tensor * k = nullptr;
@@ -127,25 +123,16 @@ int main(int argc, char ** argv) {
     const int n_threads = argc > 3 ? std::atoi(argv[3]) : 2;
     const int reps = argc > 4 ? std::atoi(argv[4]) : 7;
 
-    ggml_backend_load_all_from_path(argv[1]);
-    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
-    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
-    const auto set_threads = (ggml_backend_set_n_threads_t) ggml_backend_reg_get_proc_address(reg, "ggml_backend_set_n_threads");
-    const auto tp_new = (decltype(&ggml_threadpool_new)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_new");
-    const auto tp_free = (decltype(&ggml_threadpool_free)) ggml_backend_reg_get_proc_address(reg, "ggml_threadpool_free");
-    const auto set_tp = (decltype(&ggml_backend_cpu_set_threadpool)) ggml_backend_reg_get_proc_address(reg, "ggml_backend_cpu_set_threadpool");
+    const ggml_tools::cpu_device dev(argv[1]);
     kvsim::cpu_backend kv(n_threads);
     std::printf("# K-shift of one layer's K (%lld cells, %lld heads x %lld, delta %d), %d threads, %d interleaved calls each\n",
                 (long long) n_cells, (long long) n_head_kv, (long long) head_dim, delta, n_threads, reps);
     std::printf("type,identical,ggml_ms_median,ggml_ms_min,ggml_ms_max,kvsim_ms_median,kvsim_ms_min,kvsim_ms_max,ggml_over_kvsim\n");
 
     for (ggml_type t : {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
+        ggml_tools::cpu_device::backend be = dev.make_backend(n_threads);
         ggml_side g;
-        g.backend = ggml_backend_dev_init(dev, nullptr);
-        set_threads(g.backend, n_threads);
-        ggml_threadpool_params tpp = ggml_threadpool_params_default(n_threads);
-        g.pool = tp_new(&tpp);
-        set_tp(g.backend, g.pool);
+        g.backend = be.be;
         build_graph(g, t, n_cells);
 
         const std::vector<uint8_t> k0 = make_k(t, n_cells);
@@ -168,6 +155,7 @@ int main(int argc, char ** argv) {
         for (int i = 0; i < reps + 1; ++i) {  // call 0: the bit-identity check (and warm-up), not timed
             double t0 = now_ms();
             ggml_backend_graph_compute(g.backend, g.graph);
+            dev.pause(be.pool);  // its polling workers would share the cores with kvsim's call
             const double t1 = now_ms();
             kv.k_shift(d, kt, shift.data());
             const double t2 = now_ms();
@@ -190,8 +178,7 @@ int main(int argc, char ** argv) {
         std::fflush(stdout);
         ggml_backend_buffer_free(g.buf);
         ggml_free(g.ctx);
-        ggml_backend_free(g.backend);
-        tp_free(g.pool);
+        dev.release(be);
     }
     return 0;
 }
