@@ -3,6 +3,7 @@
 // is an option_error naming the struct's fields, never a CLI flag (apps/ translate them; the CLI
 // tests in test_replay_cli.cpp check the flag names). Expected messages are literals.
 #include "replay/replay_options.h"
+#include "timing/step_kernels.h"
 #include "sched/server_params.h"
 #include "core/errors.h"
 
@@ -173,4 +174,47 @@ TEST_CASE("check_host_memory: a replay that cannot fit names the fields that low
 
     o.ctx.n_ctx = 256;
     CHECK(refusal_of([&] { check_host_memory(o); }).what == "(no error)");
+}
+
+TEST_CASE("rope_scaling::validate names the flag's field; context_rope resolves the flags as llama_context") {
+    rope_scaling r;
+    r.validate();  // every field unset
+    const auto field_of = [](const rope_scaling & bad) {
+        try {
+            bad.validate();
+        } catch (const option_error & e) {
+            return e.fields().front();
+        }
+        return std::string("none");
+    };
+    rope_scaling bad;
+    bad.rope_scale = -2;
+    CHECK(field_of(bad) == "rope_scale");
+    bad = {};
+    bad.freq_base = NAN;
+    CHECK(field_of(bad) == "rope_freq_base");
+    bad = {};
+    bad.rope_scale = 2;
+    bad.freq_scale = 0.5f;
+    CHECK(field_of(bad) == "rope_scale");
+    bad = {};
+    bad.yarn_beta_fast = INFINITY;
+    CHECK(field_of(bad) == "yarn_beta_fast");
+    CHECK_THROWS_AS(parse_rope_scaling("ntk"), option_error);
+
+    // the real server's log of these flags (llama_context: "freq_base = 10000.0", "freq_scale = 0.25"): the scale is
+    // 1/N, the base and n_ctx_orig the model's; YaRN turns the extrapolation on (ext_factor 1) with a unit magnitude
+    const model_shape m = model_preset("tiny-llama");
+    r.type = rope_scaling_type::yarn;
+    r.rope_scale = 4;
+    rope_params p = context_rope(m, r);
+    CHECK(p.freq_scale == 0.25f);
+    CHECK(p.freq_base == m.rope_freq_base);
+    CHECK(p.n_ctx_orig == (int) m.n_ctx_train);
+    CHECK(p.ext_factor == 1.0f);
+    CHECK(p.attn_factor == doctest::Approx(1.0f).epsilon(1e-6));
+    r.type = rope_scaling_type::none;  // "never scale if scaling type is none"
+    CHECK(context_rope(m, r).freq_scale == 1.0f);
+    CHECK(context_rope(m, r).ext_factor == 0.0f);
+    CHECK(context_rope(m, rope_scaling{}).freq_scale == m.rope_freq_scale);
 }

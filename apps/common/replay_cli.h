@@ -17,7 +17,7 @@ device_profile resolve_device(const std::string & name, int threads);
 struct replay_cli {
     replay_options opt;
     std::string model_name = "llama-3-8b";
-    std::string type_k = "f16", type_v = "f16", flash_attn = "auto", swa_type_name;
+    std::string type_k = "f16", type_v = "f16", flash_attn = "auto", swa_type_name, rope_scaling_name;
     std::optional<uint32_t> n_layer, n_head, n_head_kv, head_dim, n_swa, swa_pattern;
     bool no_progress = false, force_progress = false, no_cache_prompt = false;
     int32_t n_parallel = -1;   // -np; -1 = auto
@@ -47,6 +47,8 @@ struct replay_cli {
     void add_fit(CLI::App & cmd);
     // Output files, terminal, progress and the real kernels.
     void add_outputs(CLI::App & cmd);
+    // llama.cpp's RoPE context flags (--rope-scaling, --rope-scale, --rope-freq-*, --yarn-*), in add_workload.
+    void add_rope(CLI::App & cmd);
     // Resolve the model preset and overrides, types and flags. Throws usage_error.
     replay_options finish();
     // finish()'s checks of options that were given but would do nothing. Throws usage_error.

@@ -36,13 +36,32 @@ fa_desc run_desc(const fa_desc & d, const stream_run & r) {
 
 }  // namespace
 
-step_kernels::step_kernels(attn_backend & be, kernel_drive drive, const model_shape & m, const attn_rot & rot)
-    : be_(be), drive_(std::move(drive)), m_(m), rot_(rot) {
-    rope_.n_rot = (int) m.head_dim;
-    rope_.mode = m.rope == rope_type::neox ? rope_mode::neox : rope_mode::norm;
-    rope_.freq_base = m.rope_freq_base;
-    rope_.freq_scale = m.rope_freq_scale;
+rope_params context_rope(const model_shape & m, const rope_scaling & s) {
+    rope_params p;
+    p.n_rot = (int) m.head_dim;
+    p.mode = m.rope == rope_type::neox ? rope_mode::neox : rope_mode::norm;
+    p.freq_base = s.freq_base != 0.0f ? s.freq_base : m.rope_freq_base;
+    const float scale = s.rope_scale > 0.0f ? 1.0f / s.rope_scale : s.freq_scale;
+    p.freq_scale = scale != 0.0f ? scale : m.rope_freq_scale;
+    p.n_ctx_orig = (int) (s.yarn_orig_ctx != 0 ? s.yarn_orig_ctx : m.n_ctx_train);
+    const rope_scaling_type type = s.type == rope_scaling_type::unspecified ? rope_scaling_type::linear : s.type;
+    if (type == rope_scaling_type::none) p.freq_scale = 1.0f;
+    p.ext_factor = s.yarn_ext_factor >= 0.0f ? s.yarn_ext_factor : type == rope_scaling_type::yarn ? 1.0f : 0.0f;
+    p.attn_factor = s.yarn_attn_factor >= 0.0f ? s.yarn_attn_factor : 1.0f;
+    p.beta_fast = s.yarn_beta_fast >= 0.0f ? s.yarn_beta_fast : 32.0f;
+    p.beta_slow = s.yarn_beta_slow >= 0.0f ? s.yarn_beta_slow : 1.0f;
+    if (p.ext_factor != 0.0f) {
+        // get_mscale(factor, 1), then its cancellation (ggml's rope applies the magnitude itself)
+        const float factor = 1.0f / p.freq_scale;
+        p.attn_factor = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+        p.attn_factor *= 1.0f / (1.0f + 0.1f * logf(factor));
+    }
+    return p;
 }
+
+step_kernels::step_kernels(attn_backend & be, kernel_drive drive, const model_shape & m, const rope_scaling & rs,
+                           const attn_rot & rot)
+    : be_(be), drive_(std::move(drive)), m_(m), rot_(rot), rope_(context_rope(m, rs)) {}
 
 // Nanoseconds of `calls` by the drive's clock (steady_clock around synchronous calls when it has none).
 double step_kernels::timed(const std::function<void()> & calls) const {

@@ -6,6 +6,7 @@
 
 #include "attention.h"
 #include "model/model.h"
+#include "model/rope_scaling.h"
 #include "timing/kv_buffers.h"
 #include "util/timing_loop.h"
 
@@ -40,10 +41,17 @@ struct step_times {
     bool mask_updated = false;   // the mask was updated in place (kernel_drive::incremental_mask), not built
 };
 
+// The RoPE of a K-shift as llama_context resolves it (llama-context.cpp, llama_context::llama_context: the rope and
+// yarn cparams, scaling type "none" cancels the frequency scale, yarn_ext_factor 1 for YaRN, yarn_attn_factor
+// through get_mscale and its cancellation) from the model's trained values and the --rope-*/--yarn-* flags. The
+// presets' GGUF keys: scaling type linear, no trained scale, n_ctx_orig_yarn = n_ctx_train, rope_attn_factor 1.
+rope_params context_rope(const model_shape & m, const rope_scaling & s);
+
 class step_kernels {
 public:
-    // `be` must outlive this. m: the model's heads, RoPE and softcap; rot: the cache types' Hadamard rotation.
-    step_kernels(attn_backend & be, kernel_drive drive, const model_shape & m, const attn_rot & rot);
+    // `be` must outlive this. m: the model's heads, RoPE and softcap; rs: the context's RoPE flags (context_rope);
+    // rot: the cache types' Hadamard rotation.
+    step_kernels(attn_backend & be, kernel_drive drive, const model_shape & m, const rope_scaling & rs, const attn_rot & rot);
 
     const rope_params & rope() const { return rope_; }
 

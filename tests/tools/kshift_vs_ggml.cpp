@@ -7,7 +7,9 @@
 //                   Hadamard, ggml_cpy back into the quantized cache (llama.cpp rotates a quantized K by default,
 //                   attn_rot_k; kvsim's kshift_desc.rot.n_k = 128 is the same rotation).
 // kvsim's side is cpu_backend::k_shift on a copy of the same bytes. Llama-3-8B K (head_dim 128, n_head_kv 8,
-// NORMAL RoPE, freq_base 500000), one delta for every cell (a context shift), both with the same thread count.
+// NORMAL RoPE, freq_base 500000, n_ctx_orig 8192), one delta for every cell (a context shift), both with the same
+// thread count. Optional arguments: freq_scale, ext_factor and attn_factor as a llama_context with --rope-scaling
+// resolves them (e.g. YaRN x4: 0.25 1 1; linear x2: 0.5 0 1), given to both sides.
 //
 // Output: per type, whether the first call's K is bit-identical, then the interleaved timed calls (ggml, kvsim,
 // ggml, kvsim, ...) and their median ms, spread (min-max) and the median ratio ggml / kvsim. Build and run:
@@ -51,8 +53,12 @@ struct ggml_side {
     ggml_cgraph * graph = nullptr;
 };
 
+struct rope_args {
+    float freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
+};
+
 // The graph of build_rope_shift for one layer's K of n_cells cells of type t.
-void build_graph(ggml_side & g, ggml_type t, int64_t n_cells) {
+void build_graph(ggml_side & g, ggml_type t, int64_t n_cells, const rope_args & ra) {
     ggml_init_params ip = {64 * ggml_tensor_overhead() + ggml_graph_overhead(), nullptr, true};
     g.ctx = ggml_init(ip);
     g.k = ggml_new_tensor_2d(g.ctx, t, head_dim * n_head_kv, n_cells);
@@ -62,7 +68,7 @@ void build_graph(ggml_side & g, ggml_type t, int64_t n_cells) {
                                       ggml_row_size(t, head_dim * n_head_kv), 0);
     const auto rope = [&](ggml_tensor * x, bool inplace) {
         auto * f = inplace ? ggml_rope_ext_inplace : ggml_rope_ext;
-        return f(g.ctx, x, shift, nullptr, (int) head_dim, 0, 8192, 500000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+        return f(g.ctx, x, shift, nullptr, (int) head_dim, 0, 8192, 500000.0f, ra.freq_scale, ra.ext_factor, ra.attn_factor, 32.0f, 1.0f);
     };
     const auto hadamard = [&](ggml_tensor * x) {  // llama_mul_mat_hadamard (src/llama-impl.h)
         ggml_tensor * r = ggml_mul_mat(g.ctx, rot, ggml_reshape_2d(g.ctx, x, head_dim, ggml_nelements(x) / head_dim));
@@ -116,24 +122,29 @@ double median(std::vector<double> v) {
 
 int main(int argc, char ** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s GGML_LIBDIR [n_cells=65536] [threads=2] [reps=7]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s GGML_LIBDIR [n_cells=65536] [threads=2] [reps=7] [freq_scale=1] [ext_factor=0] [attn_factor=1]\n", argv[0]);
         return 2;
     }
     const int64_t n_cells = argc > 2 ? std::atoll(argv[2]) : 65536;
     const int n_threads = argc > 3 ? std::atoi(argv[3]) : 2;
     const int reps = argc > 4 ? std::atoi(argv[4]) : 7;
+    rope_args ra;
+    if (argc > 5) ra.freq_scale = std::strtof(argv[5], nullptr);
+    if (argc > 6) ra.ext_factor = std::strtof(argv[6], nullptr);
+    if (argc > 7) ra.attn_factor = std::strtof(argv[7], nullptr);
 
     const ggml_tools::cpu_device dev(argv[1]);
     kvsim::cpu_backend kv(n_threads);
-    std::printf("# K-shift of one layer's K (%lld cells, %lld heads x %lld, delta %d), %d threads, %d interleaved calls each\n",
-                (long long) n_cells, (long long) n_head_kv, (long long) head_dim, delta, n_threads, reps);
+    std::printf("# K-shift of one layer's K (%lld cells, %lld heads x %lld, delta %d, freq_scale %g, ext_factor %g, attn_factor %g), "
+                "%d threads, %d interleaved calls each\n", (long long) n_cells, (long long) n_head_kv, (long long) head_dim, delta,
+                ra.freq_scale, ra.ext_factor, ra.attn_factor, n_threads, reps);
     std::printf("type,identical,ggml_ms_median,ggml_ms_min,ggml_ms_max,kvsim_ms_median,kvsim_ms_min,kvsim_ms_max,ggml_over_kvsim\n");
 
     for (ggml_type t : {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
         ggml_tools::cpu_device::backend be = dev.make_backend(n_threads);
         ggml_side g;
         g.backend = be.be;
-        build_graph(g, t, n_cells);
+        build_graph(g, t, n_cells, ra);
 
         const std::vector<uint8_t> k0 = make_k(t, n_cells);
         std::vector<uint8_t> kk = k0, kg(k0.size()), kk_first;
@@ -148,6 +159,9 @@ int main(int argc, char ** argv) {
         d.rope.n_rot = (int) head_dim;
         d.rope.freq_base = 500000.0f;
         d.rope.n_ctx_orig = 8192;
+        d.rope.freq_scale = ra.freq_scale;
+        d.rope.ext_factor = ra.ext_factor;
+        d.rope.attn_factor = ra.attn_factor;
         d.rot.n_k = ggml_is_quantized(t) ? kvsim::hadamard_size_k(head_dim) : 0;
         const std::vector<int32_t> shift((size_t) n_cells, delta);
 
