@@ -50,7 +50,7 @@ int devices_cli::run(std::ostream & term) const {
         }
         return 0;
     }
-    const device_profile d = resolve_device(name, 0);
+    const device_profile d = resolve_device(name, 0, "kvsim devices");
     nlohmann::json j = device_profile_json(d);
     const auto names = device_preset_names();
     if (std::find(names.begin(), names.end(), name) != names.end()) j = nlohmann::json::parse(device_preset_json(name));

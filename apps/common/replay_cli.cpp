@@ -61,7 +61,7 @@ device_profile host_device(int threads) {
 }
 }  // namespace
 
-device_profile resolve_device(const std::string & name, int threads) {
+device_profile resolve_device(const std::string & name, int threads, const char * flag) {
     const auto names = device_preset_names();
     if (std::find(names.begin(), names.end(), name) != names.end()) return device_preset(name);
     if (name == "host") return host_device(threads);
@@ -74,7 +74,7 @@ device_profile resolve_device(const std::string & name, int threads) {
         if (d.source == "datasheet") d.source = "file";
         return d;
     }
-    throw usage_error(fmt::format("--device {}: neither a known device ({}), host, nor a readable profile file", name,
+    throw usage_error(fmt::format("{} {}: neither a known device ({}), host, nor a readable profile file", flag, name,
                                   fmt::join(names, ", ")));
 }
 

@@ -10,8 +10,9 @@ namespace kvsim {
 
 // --device: a shipped profile name, host (measures this machine's read bandwidth with the read
 // probe of kernels/bandwidth.h on `threads` threads, 0 = all cores) or a profile JSON file.
-// Throws usage_error for anything else, input_error for a bad file.
-device_profile resolve_device(const std::string & name, int threads);
+// Throws usage_error for anything else (naming `flag`: the option or command that gave the name), input_error for
+// a bad file.
+device_profile resolve_device(const std::string & name, int threads, const char * flag = "--device");
 
 // Registers the options on `cmd`; call finish_replay_options after parsing.
 struct replay_cli {
