@@ -26,11 +26,23 @@ def diff(a, b, path):
 
 
 def main():
+    if len(sys.argv) != 3:
+        print("usage: tests/shipped_profiles_current.py KVSIM SOURCE_DIR", file=sys.stderr)
+        return 2
     kvsim, src = sys.argv[1], sys.argv[2]
+    script = os.path.join(src, "scripts/fit-shipped-profiles.py")
+    for path, what in ((kvsim, "KVSIM"), (script, "SOURCE_DIR/scripts/fit-shipped-profiles.py")):
+        if not os.access(path, os.X_OK if what == "KVSIM" else os.R_OK):
+            print(f"shipped_profiles_current: {what} '{path}' is not there", file=sys.stderr)
+            return 2
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "shipped_profiles.json")
-        subprocess.run([sys.executable, os.path.join(src, "scripts/fit-shipped-profiles.py"), kvsim, out], check=True,
-                       stdout=subprocess.DEVNULL)
+        run = subprocess.run([sys.executable, script, kvsim, out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True)
+        if run.returncode != 0:
+            print(f"shipped_profiles_current: fit-shipped-profiles.py failed ({run.returncode}): "
+                  f"{run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ''}", file=sys.stderr)
+            return 1
         with open(out) as f:
             fresh = json.load(f)
     with open(os.path.join(src, "lib/time/shipped_profiles.json")) as f:

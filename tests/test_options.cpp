@@ -213,7 +213,14 @@ TEST_CASE("rope_scaling::validate names the flag's field; context_rope resolves 
     CHECK(p.n_ctx_orig == (int) m.n_ctx_train);
     CHECK(p.ext_factor == 1.0f);
     CHECK(p.attn_factor == doctest::Approx(1.0f).epsilon(1e-6));
+    // the server's "the slot context (16384) exceeds the training context of the model (8192)" with --rope-scaling
+    // yarn --rope-scale 2 (tests/server_golden/rope_yarn_sizing.scn); linear scaling leaves it (rope_linear_shift)
+    r.rope_scale = 2;
+    CHECK(n_ctx_train_after_init(m, r) == 8192);
+    r.type = rope_scaling_type::linear;
+    CHECK(n_ctx_train_after_init(m, r) == m.n_ctx_train);
     r.type = rope_scaling_type::none;  // "never scale if scaling type is none"
+    r.rope_scale = 4;
     CHECK(context_rope(m, r).freq_scale == 1.0f);
     CHECK(context_rope(m, r).ext_factor == 0.0f);
     CHECK(context_rope(m, rope_scaling{}).freq_scale == m.rope_freq_scale);

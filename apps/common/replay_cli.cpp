@@ -114,16 +114,19 @@ void replay_cli::add_workload(CLI::App & cmd) {
 // llama.cpp's RoPE context flags (common/arg.cpp): they change no cell, position or slot cap (the slot stays capped
 // at the model's training context, as llama-server caps it), only the K-shift's rotation (model/rope_scaling.h).
 void replay_cli::add_rope(CLI::App & cmd) {
-    auto & r = opt.kernels.rope;
+    auto & r = opt.ctx.rope;
     cmd.add_option("--rope-scaling", rope_scaling_name, "RoPE frequency scaling: none, linear or yarn (llama.cpp --rope-scaling; "
-                   "default: the model's, linear). Changes the K-shift's rotation only");
-    cmd.add_option("--rope-scale", r.rope_scale, "RoPE context scaling factor N: frequency scale 1/N (llama.cpp --rope-scale). "
-                   "The slot context stays capped at the model's training context, as in llama-server");
+                   "default: the model's, linear). YaRN with a scale other than the model's raises its training context "
+                   "to --yarn-orig-ctx / frequency scale, as llama.cpp does once the context exists (the slot cap, and -c "
+                   "absent sizing with --fit on); every type changes the K-shift's rotation");
+    cmd.add_option("--rope-scale", r.rope_scale, "RoPE context scaling factor N: frequency scale 1/N (llama.cpp --rope-scale; "
+                   "0 = unset). With --rope-scaling yarn the training context becomes N x --yarn-orig-ctx");
     cmd.add_option("--rope-freq-base", r.freq_base, "RoPE base frequency (llama.cpp --rope-freq-base; 0 = the model's)");
     cmd.add_option("--rope-freq-scale", r.freq_scale, "RoPE frequency scale (llama.cpp --rope-freq-scale; 0 = the model's)");
     cmd.add_option("--yarn-orig-ctx", r.yarn_orig_ctx, "YaRN: the model's original context (llama.cpp --yarn-orig-ctx; 0 = n_ctx_train)");
     cmd.add_option("--yarn-ext-factor", r.yarn_ext_factor, "YaRN extrapolation mix factor (llama.cpp --yarn-ext-factor; < 0: 1 with yarn)");
-    cmd.add_option("--yarn-attn-factor", r.yarn_attn_factor, "YaRN magnitude scaling (llama.cpp --yarn-attn-factor)");
+    cmd.add_option("--yarn-attn-factor", r.yarn_attn_factor, "YaRN magnitude scaling (llama.cpp --yarn-attn-factor; < 0: 1; "
+                   "replaced by llama.cpp's own value whenever the YaRN mix is on)");
     cmd.add_option("--yarn-beta-slow", r.yarn_beta_slow, "YaRN high correction dim (llama.cpp --yarn-beta-slow; < 0: 1)");
     cmd.add_option("--yarn-beta-fast", r.yarn_beta_fast, "YaRN low correction dim (llama.cpp --yarn-beta-fast; < 0: 32)");
 }
@@ -306,7 +309,7 @@ replay_options replay_cli::finish() {
         o.ctx.type_k = parse_ggml_type(type_k);
         o.ctx.type_v = parse_ggml_type(type_v);
         if (!swa_type_name.empty()) o.model.swa = parse_swa_type(swa_type_name);
-        if (!rope_scaling_name.empty()) o.kernels.rope.type = parse_rope_scaling(rope_scaling_name);
+        if (!rope_scaling_name.empty()) o.ctx.rope.type = parse_rope_scaling(rope_scaling_name);
     } catch (const std::invalid_argument & e) {
         throw usage_error(e.what());
     }
@@ -429,7 +432,7 @@ const flag_names & replay_cli::flags_of_fields() {
         {"n_cache_reuse", "--cache-reuse"}, {"n_predict", "-n"},
         // rope_scaling
         {"rope_scaling", "--rope-scaling"}, {"rope_scale", "--rope-scale"}, {"rope_freq_base", "--rope-freq-base"},
-        {"rope_freq_scale", "--rope-freq-scale"}, {"yarn_ext_factor", "--yarn-ext-factor"},
+        {"rope_freq_scale", "--rope-freq-scale"}, {"yarn_orig_ctx", "--yarn-orig-ctx"}, {"yarn_ext_factor", "--yarn-ext-factor"},
         {"yarn_attn_factor", "--yarn-attn-factor"}, {"yarn_beta_fast", "--yarn-beta-fast"},
         {"yarn_beta_slow", "--yarn-beta-slow"},
     };

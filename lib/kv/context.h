@@ -5,6 +5,7 @@
 
 #include "kv/memory.h"
 #include "model/model.h"
+#include "model/rope_scaling.h"
 
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@ struct context_params {
     ggml_type type_k = ggml_type::f16;
     ggml_type type_v = ggml_type::f16;
     bool flash_attn = true;
+    rope_scaling rope;   // --rope-scaling, --rope-scale, --rope-freq-*, --yarn-* (model/rope_scaling.h)
 };
 
 // Sizes llama_context derives (tokens/cells): n_ctx padded to 256; per stream n_ctx_seq

@@ -78,7 +78,8 @@ void replay_options::validate() const {
         throw option_error({"rate_scale"}, fmt::format("rate_scale must be a finite number > 0, got {}", rate_scale));
     }
     server.validate();
-    kernels.rope.validate();
+    ctx.rope.validate();
+    (void) n_ctx_train_after_init(model, ctx.rope);   // its range
     check_device(device);
     if (fit.n_ctx_min == 0) throw option_error({"fit_ctx"}, "fit_ctx must be > 0 (the smallest context per slot --fit may choose)");
     if (fit.margin < 0) throw option_error({"fit_target"}, fmt::format("fit_target must be >= 0 MiB, got {} bytes", fit.margin));

@@ -4,7 +4,6 @@
 #include "kv/context.h"
 #include "kv/fit.h"
 #include "model/model.h"
-#include "model/rope_scaling.h"
 #include "sched/server_sim.h"
 #include "time/step_time.h"
 
@@ -25,7 +24,6 @@ struct kernel_options {
     uint64_t verify_every = 0;      // verify one timed step in N; 0 = every timed step
     bool no_rot = false;            // LLAMA_ATTN_ROT_DISABLE: no Hadamard rotation for quantized caches
     bool measured_step_time = false;   // replace the roofline's attention part with measured times
-    rope_scaling rope;              // --rope-scaling, --rope-scale, --yarn-*: the K-shift's rotation (context_rope)
 };
 
 struct replay_options {

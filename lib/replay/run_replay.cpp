@@ -162,6 +162,9 @@ bool is_op_trace(const replay_options & opt) {
 void resolve_auto_sizes(replay_options & opt, bool op_trace) {
     if (!op_trace) {
         opt.n_ctx_origin = size_server_context(opt);
+        // llama_init_from_model re-adjusts n_ctx_train for custom YaRN scaling once the context exists: the slot
+        // cap reads the new value, the context keeps the n_ctx_orig_yarn it resolved from the old one
+        opt.server.n_ctx_train = n_ctx_train_after_init(opt.model, opt.ctx.rope);
         return;
     }
     opt.n_ctx_origin = "-c as given";

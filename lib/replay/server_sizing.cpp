@@ -80,9 +80,10 @@ std::string size_per_slot(replay_options & opt) {
            fit_note(opt);
 }
 
-// common/fit.cpp: common_params_fit_impl with n_ctx 0, on the device's memory (unknown: nothing shrinks).
+// common/fit.cpp: common_params_fit_impl with n_ctx 0, on the device's memory (unknown: nothing shrinks). It reads
+// n_ctx_train after its probe context, so custom YaRN scaling has raised it (n_ctx_train_after_init).
 std::string size_by_fit(replay_options & opt, bool ctx_zero) {
-    const uint32_t slots = opt.ctx.n_seq_max, n_ctx_train = opt.model.n_ctx_train;
+    const uint32_t slots = opt.ctx.n_seq_max, n_ctx_train = n_ctx_train_after_init(opt.model, opt.ctx.rope);
     const int64_t free = device_bytes(opt);
     const auto used_at = [&](uint32_t n) { return device_use(opt, n); };
     const int64_t unlimited = std::numeric_limits<int64_t>::max() / 4;

@@ -30,7 +30,7 @@ public:
         const auto & m = ctx.model();
         const auto & p = ctx.params();
         rot_ = attn_rot_config(p.type_k, p.type_v, m.head_dim, m.head_dim, o_.no_rot);
-        kernels_ = std::make_unique<step_kernels>(*be_, drive_, m, o_.rope, rot_);
+        kernels_ = std::make_unique<step_kernels>(*be_, drive_, m, p.rope, rot_);
         limit_ = probe_.measure ? probe_.measure() : measure_bandwidth(size_t(256) << 20, threads(), 5);
         const kv_layout layout{p.type_k, p.type_v, m.head_dim, m.n_head_kv, layers()};
         bufs_ = std::make_unique<kv_buffers>(*be_, layout, rot_, o_.verify);

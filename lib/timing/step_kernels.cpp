@@ -37,25 +37,17 @@ fa_desc run_desc(const fa_desc & d, const stream_run & r) {
 }  // namespace
 
 rope_params context_rope(const model_shape & m, const rope_scaling & s) {
+    const rope_cparams c = resolve_rope(m, s);
     rope_params p;
     p.n_rot = (int) m.head_dim;
     p.mode = m.rope == rope_type::neox ? rope_mode::neox : rope_mode::norm;
-    p.freq_base = s.freq_base != 0.0f ? s.freq_base : m.rope_freq_base;
-    const float scale = s.rope_scale > 0.0f ? 1.0f / s.rope_scale : s.freq_scale;
-    p.freq_scale = scale != 0.0f ? scale : m.rope_freq_scale;
-    p.n_ctx_orig = (int) (s.yarn_orig_ctx != 0 ? s.yarn_orig_ctx : m.n_ctx_train);
-    const rope_scaling_type type = s.type == rope_scaling_type::unspecified ? rope_scaling_type::linear : s.type;
-    if (type == rope_scaling_type::none) p.freq_scale = 1.0f;
-    p.ext_factor = s.yarn_ext_factor >= 0.0f ? s.yarn_ext_factor : type == rope_scaling_type::yarn ? 1.0f : 0.0f;
-    p.attn_factor = s.yarn_attn_factor >= 0.0f ? s.yarn_attn_factor : 1.0f;
-    p.beta_fast = s.yarn_beta_fast >= 0.0f ? s.yarn_beta_fast : 32.0f;
-    p.beta_slow = s.yarn_beta_slow >= 0.0f ? s.yarn_beta_slow : 1.0f;
-    if (p.ext_factor != 0.0f) {
-        // get_mscale(factor, 1), then its cancellation (ggml's rope applies the magnitude itself)
-        const float factor = 1.0f / p.freq_scale;
-        p.attn_factor = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
-        p.attn_factor *= 1.0f / (1.0f + 0.1f * logf(factor));
-    }
+    p.freq_base = c.freq_base;
+    p.freq_scale = c.freq_scale;
+    p.n_ctx_orig = (int) c.n_ctx_orig_yarn;
+    p.ext_factor = c.ext_factor;
+    p.attn_factor = c.attn_factor;
+    p.beta_fast = c.beta_fast;
+    p.beta_slow = c.beta_slow;
     return p;
 }
 

@@ -41,10 +41,7 @@ struct step_times {
     bool mask_updated = false;   // the mask was updated in place (kernel_drive::incremental_mask), not built
 };
 
-// The RoPE of a K-shift as llama_context resolves it (llama-context.cpp, llama_context::llama_context: the rope and
-// yarn cparams, scaling type "none" cancels the frequency scale, yarn_ext_factor 1 for YaRN, yarn_attn_factor
-// through get_mscale and its cancellation) from the model's trained values and the --rope-*/--yarn-* flags. The
-// presets' GGUF keys: scaling type linear, no trained scale, n_ctx_orig_yarn = n_ctx_train, rope_attn_factor 1.
+// The RoPE of a K-shift: the model's rotation with the context's cparams (model/rope_scaling.h: resolve_rope).
 rope_params context_rope(const model_shape & m, const rope_scaling & s);
 
 class step_kernels {

@@ -10,7 +10,10 @@
 namespace kvsim {
 
 void cell_shadow::apply_shift(const std::vector<int32_t> & shift) {
-    for (size_t i = 0; i < cells_.size() && i < shift.size(); ++i) cells_[i].rot += shift[i];
+    for (size_t i = 0; i < cells_.size() && i < shift.size(); ++i) {
+        cells_[i].rot += shift[i];
+        ++cells_[i].passes;
+    }
 }
 
 void cell_shadow::apply_copies(const std::vector<std::pair<uint32_t, uint32_t>> & copies) {
@@ -38,6 +41,18 @@ double verify_tolerance(ggml_type type_k, ggml_type type_v) {
 }
 
 namespace {
+// K of a cell after its K-shifts: the rotations add up (the angle is linear in the position), the magnitude of each
+// pass multiplies (ops.cpp: rope_yarn's mscale, attn_factor times 1 + 0.1 ln(1/freq_scale) with YaRN extrapolation).
+void rotate_as_shifted(const rope_params & rope, const cell_shadow::cell_data & sd, float * k) {
+    if (sd.passes == 0) return;
+    ref_rope(rope, sd.rot, k);  // the rotation and one pass's magnitude
+    if (sd.passes == 1) return;
+    double m = rope.attn_factor;
+    if (rope.ext_factor != 0.0f) m *= 1.0 + 0.1 * std::log(1.0 / rope.freq_scale);
+    const double more = std::pow(m, (double) (sd.passes - 1));
+    for (int i = 0; i < rope.n_rot; ++i) k[i] = (float) (k[i] * more);
+}
+
 // Naive attention in double over the cells of `seq` visible to a query at `p` in one stream.
 std::vector<double> expected_out(const cell_shadow & shadow, const kv_cache & c, uint32_t stream, uint32_t n_kv,
                                  llama_seq_id seq, llama_pos p, const fa_desc & d, const float * q, const rope_params & rope) {
@@ -56,7 +71,7 @@ std::vector<double> expected_out(const cell_shadow & shadow, const kv_cache & c,
             const auto & sd = shadow.get(stream, j);
             for (int64_t x = 0; x < dk; ++x) k[x] = kv_value(0, kv_which::k, sd.seq, sd.pos, hk, x);
             for (int64_t x = 0; x < dv; ++x) v[x] = kv_value(0, kv_which::v, sd.seq, sd.pos, hk, x);
-            if (sd.rot != 0) ref_rope(rope, sd.rot, k.data());
+            rotate_as_shifted(rope, sd, k.data());
             double s = 0;
             for (int64_t x = 0; x < dk; ++x) s += (double) q[h * dk + x] * k[x];
             s *= d.scale;
@@ -96,7 +111,10 @@ void verify_step(const cell_shadow & shadow, const kv_cache & c, const slot_info
             const auto exp = expected_out(shadow, c, sinfo.strm[s], (uint32_t) d.n_kv, seq, ub.pos[(size_t) t], d,
                                           q.data() + t * per_q, rope);
             double err = 0;
-            for (int64_t x = 0; x < per_o; ++x) err = std::max(err, std::abs((double) out[(size_t) (t * per_o + x)] - exp[x]));
+            for (int64_t x = 0; x < per_o; ++x) {
+                const double e = std::abs((double) out[(size_t) (t * per_o + x)] - exp[x]);
+                err = std::isfinite(e) ? std::max(err, e) : INFINITY;  // std::max would drop a NaN
+            }
             ++stats.sequences;
             stats.max_err = std::max(stats.max_err, err);
             if (err > tol) {

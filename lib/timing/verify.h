@@ -19,7 +19,8 @@ class cell_shadow {
 public:
     cell_shadow(uint32_t kv_size, uint32_t n_stream) : kv_size_(kv_size), cells_((size_t) kv_size * n_stream) {}
     void place(uint32_t stream, uint32_t cell, llama_seq_id seq, llama_pos pos) { at(stream, cell) = {seq, pos, 0}; }
-    // A K-shift rotated every cell i by shift[i] ([kv_size * n_stream]).
+    // A K-shift rotated every cell i by shift[i] ([kv_size * n_stream]), a shift of 0 included: ggml's rope scales
+    // every row it rotates by the pass's magnitude (1 unless YaRN or --yarn-attn-factor), so passes are counted.
     void apply_shift(const std::vector<int32_t> & shift);
     // Whole-stream buffer copies of llama_kv_cache::update (src, dst).
     void apply_copies(const std::vector<std::pair<uint32_t, uint32_t>> & copies);
@@ -28,6 +29,7 @@ public:
         llama_seq_id seq = 0;
         llama_pos pos = 0;
         int64_t rot = 0;
+        uint32_t passes = 0;  // K-shifts since the cell was written
     };
     const cell_data & get(uint32_t stream, uint32_t cell) const { return cells_[(size_t) stream * kv_size_ + cell]; }
 

@@ -249,16 +249,19 @@ int main(int argc, char ** argv) {
                      argv[0]);
         return 2;
     }
-    const std::vector<std::string> ctxs = split(argc > 2 ? argv[2] : "16384,65536");
-    const int n_threads = argc > 3 ? std::atoi(argv[3]) : 2;
-    const int rounds = argc > 4 ? std::atoi(argv[4]) : 3;
-    const int calls = argc > 5 ? std::atoi(argv[5]) : 10;
-    const std::vector<std::string> types = split(argc > 6 ? argv[6] : "f16,q8_0,q4_0");
-    const long cycle_mib = argc > 7 ? std::atol(argv[7]) : 128;
-    if (n_threads < 1 || rounds < 1 || calls < 1 || cycle_mib < 0) {
-        std::fprintf(stderr, "fa_vs_ggml: threads, rounds and calls must be >= 1, cycle_mib >= 0\n");
-        return 2;
+    using ggml_tools::int_arg;
+    std::vector<int64_t> ctxs;  // every argument checked before anything runs
+    for (const std::string & c : split(argc > 2 ? argv[2] : "16384,65536")) ctxs.push_back(int_arg("n_kv", c.c_str(), 256, 1 << 24));
+    const int n_threads = argc > 3 ? (int) int_arg("threads", argv[3], 1, 1024) : 2;
+    const int rounds = argc > 4 ? (int) int_arg("rounds", argv[4], 1, 1000) : 3;
+    const int calls = argc > 5 ? (int) int_arg("calls", argv[5], 1, 100000) : 10;
+    std::vector<std::pair<std::string, ggml_type>> types;
+    for (const std::string & tn : split(argc > 6 ? argv[6] : "f16,q8_0,q4_0")) {
+        const ggml_type t = tn == "f16" ? GGML_TYPE_F16 : tn == "q8_0" ? GGML_TYPE_Q8_0 : tn == "q4_0" ? GGML_TYPE_Q4_0 : GGML_TYPE_COUNT;
+        if (t == GGML_TYPE_COUNT) ggml_tools::bad_argument("type", tn.c_str(), "f16, q8_0 or q4_0");
+        types.emplace_back(tn, t);
     }
+    const long long cycle_mib = argc > 7 ? int_arg("cycle_mib", argv[7], 0, 1 << 16) : 128;
     try {
         const ggml_tools::cpu_device dev(argv[1]);
         ggml_tools::cpu_device::backend be = dev.make_backend(n_threads);
@@ -270,12 +273,8 @@ int main(int argc, char ** argv) {
         std::printf("check,type,n_kv,max_abs_diff,ggml_err_vs_ref,kvsim_err_vs_ref,max_abs_out,verdict\n");
         std::printf("round,type,n_kv,round,copies,read_gbs,ggml_ms,kvsim_ms,ggml_over_kvsim,kvsim_gbs,kvsim_of_read\n");
         std::vector<std::string> summary;
-        for (const std::string & tn : types) {
-            const ggml_type t = tn == "f16" ? GGML_TYPE_F16 : tn == "q8_0" ? GGML_TYPE_Q8_0 : tn == "q4_0" ? GGML_TYPE_Q4_0 : GGML_TYPE_COUNT;
-            if (t == GGML_TYPE_COUNT) throw std::runtime_error("unknown type '" + tn + "' (f16, q8_0, q4_0)");
-            for (const std::string & c : ctxs) {
-                const int64_t n_kv = std::atoll(c.c_str());
-                if (n_kv < 256) throw std::runtime_error("n_kv '" + c + "': at least 256");
+        for (const auto & [tn, t] : types) {
+            for (const int64_t n_kv : ctxs) {
                 const point_result r = run_point(dev, be, kv, probe, t, n_kv, (size_t) cycle_mib << 20, rounds, calls);
                 const auto mm = [](const std::vector<double> & v) {
                     char b[96];
@@ -283,7 +282,7 @@ int main(int argc, char ** argv) {
                                   *std::max_element(v.begin(), v.end()));
                     return std::string(b);
                 };
-                summary.push_back(tn + "," + c + "," + mm(r.speedup) + "," + mm(r.of_read));
+                summary.push_back(tn + "," + std::to_string(n_kv) + "," + mm(r.speedup) + "," + mm(r.of_read));
             }
         }
         std::printf("summary,type,n_kv,ggml_over_kvsim_median,min,max,kvsim_of_read_median,min,max\n");

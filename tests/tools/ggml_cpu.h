@@ -5,7 +5,11 @@
 
 #include <dlfcn.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -15,6 +19,28 @@
 #include "ggml.h"
 
 namespace ggml_tools {
+
+// Tool arguments, parsed whole (no trailing characters): an integer in [lo, hi] or a finite float; otherwise the tool
+// says which argument and exits 2.
+[[noreturn]] inline void bad_argument(const char * what, const char * value, const std::string & want) {
+    std::fprintf(stderr, "%s '%s': %s\n", what, value, want.c_str());
+    std::exit(2);
+}
+inline long long int_arg(const char * what, const char * value, long long lo, long long hi) {
+    char * end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(value, &end, 10);
+    if (end == value || *end != '\0' || errno != 0 || v < lo || v > hi) {
+        bad_argument(what, value, "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+    return v;
+}
+inline float float_arg(const char * what, const char * value) {
+    char * end = nullptr;
+    const float v = std::strtof(value, &end);
+    if (end == value || *end != '\0' || !std::isfinite(v)) bad_argument(what, value, "a finite number");
+    return v;
+}
 
 inline double now_ms() {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();

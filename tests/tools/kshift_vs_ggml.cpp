@@ -125,14 +125,16 @@ int main(int argc, char ** argv) {
         std::fprintf(stderr, "usage: %s GGML_LIBDIR [n_cells=65536] [threads=2] [reps=7] [freq_scale=1] [ext_factor=0] [attn_factor=1]\n", argv[0]);
         return 2;
     }
-    const int64_t n_cells = argc > 2 ? std::atoll(argv[2]) : 65536;
-    const int n_threads = argc > 3 ? std::atoi(argv[3]) : 2;
-    const int reps = argc > 4 ? std::atoi(argv[4]) : 7;
+    using ggml_tools::float_arg;
+    using ggml_tools::int_arg;
+    const int64_t n_cells = argc > 2 ? int_arg("n_cells", argv[2], 1, 1 << 24) : 65536;
+    const int n_threads = argc > 3 ? (int) int_arg("threads", argv[3], 1, 1024) : 2;
+    const int reps = argc > 4 ? (int) int_arg("reps", argv[4], 1, 1000000) : 7;
     rope_args ra;
-    if (argc > 5) ra.freq_scale = std::strtof(argv[5], nullptr);
-    if (argc > 6) ra.ext_factor = std::strtof(argv[6], nullptr);
-    if (argc > 7) ra.attn_factor = std::strtof(argv[7], nullptr);
-
+    if (argc > 5) ra.freq_scale = float_arg("freq_scale", argv[5]);
+    if (argc > 6) ra.ext_factor = float_arg("ext_factor", argv[6]);
+    if (argc > 7) ra.attn_factor = float_arg("attn_factor", argv[7]);
+    if (!(ra.freq_scale > 0)) ggml_tools::bad_argument("freq_scale", argv[5], "> 0");
     const ggml_tools::cpu_device dev(argv[1]);
     kvsim::cpu_backend kv(n_threads);
     std::printf("# K-shift of one layer's K (%lld cells, %lld heads x %lld, delta %d, freq_scale %g, ext_factor %g, attn_factor %g), "
@@ -140,6 +142,7 @@ int main(int argc, char ** argv) {
                 ra.freq_scale, ra.ext_factor, ra.attn_factor, n_threads, reps);
     std::printf("type,identical,ggml_ms_median,ggml_ms_min,ggml_ms_max,kvsim_ms_median,kvsim_ms_min,kvsim_ms_max,ggml_over_kvsim\n");
 
+    bool all_identical = true;
     for (ggml_type t : {GGML_TYPE_F16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0}) {
         ggml_tools::cpu_device::backend be = dev.make_backend(n_threads);
         ggml_side g;
@@ -190,9 +193,10 @@ int main(int argc, char ** argv) {
                     *std::min_element(tk.begin(), tk.end()), *std::max_element(tk.begin(), tk.end()),
                     median(tg) / median(tk));
         std::fflush(stdout);
+        all_identical &= identical;
         ggml_backend_buffer_free(g.buf);
         ggml_free(g.ctx);
         dev.release(be);
     }
-    return 0;
+    return all_identical ? 0 : 1;  // ggml's output and kvsim's differ: the check failed
 }
