@@ -39,6 +39,7 @@ namespace {
 
 constexpr int64_t head_dim = 128, n_head = 32, n_head_kv = 8;
 
+using ggml_tools::median;
 using ggml_tools::now_ms;
 
 kvsim::ggml_type kvsim_type(ggml_type t) {
@@ -60,22 +61,10 @@ struct host_bytes {
     size_t size() const { return n; }
 };
 
-// n_cells rows of n_head_kv heads: N(0, 1) values rounded to type t by ggml (f16 conversion or ggml_quantize_chunk).
+// n_cells rows of n_head_kv heads (ggml_tools::fill_random_rows), 4 KiB-aligned.
 host_bytes make_rows(ggml_type t, int64_t n_cells, uint32_t seed) {
-    const int64_t row = head_dim * n_head_kv;
-    host_bytes out(ggml_row_size(t, row) * (size_t) n_cells);
-    std::vector<float> x((size_t) row);
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> nd;
-    for (int64_t c = 0; c < n_cells; ++c) {
-        for (float & v : x) v = nd(rng);
-        uint8_t * dst = out.data() + ggml_row_size(t, row) * (size_t) c;
-        if (t == GGML_TYPE_F16) {
-            for (int64_t i = 0; i < row; ++i) reinterpret_cast<ggml_fp16_t *>(dst)[i] = ggml_fp32_to_fp16(x[(size_t) i]);
-        } else {
-            ggml_quantize_chunk(t, x.data(), dst, 0, 1, row, nullptr);
-        }
-    }
+    host_bytes out(ggml_row_size(t, head_dim * n_head_kv) * (size_t) n_cells);
+    ggml_tools::fill_random_rows(t, n_cells, head_dim * n_head_kv, seed, out.data());
     return out;
 }
 
@@ -116,11 +105,6 @@ struct ggml_copy {
         if (ctx) ggml_free(ctx);
     }
 };
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 // Median ms per call of a burst of `calls` calls of f(i) after one untimed call.
 template <class F>

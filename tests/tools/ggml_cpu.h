@@ -5,14 +5,17 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "ggml-backend.h"
 #include "ggml-cpu.h"
@@ -40,6 +43,27 @@ inline float float_arg(const char * what, const char * value) {
     const float v = std::strtof(value, &end);
     if (end == value || *end != '\0' || !std::isfinite(v)) bad_argument(what, value, "a finite number");
     return v;
+}
+
+// n_cells rows of row_elems values at dst (rows of ggml_row_size(t, row_elems) bytes): N(0, 1) values of a seeded
+// generator rounded to type t by ggml itself (f16 conversion or ggml_quantize_chunk), as a cache holds them.
+inline void fill_random_rows(ggml_type t, int64_t n_cells, int64_t row_elems, uint32_t seed, uint8_t * dst) {
+    std::vector<float> x((size_t) row_elems);
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd;
+    for (int64_t c = 0; c < n_cells; ++c, dst += ggml_row_size(t, row_elems)) {
+        for (float & v : x) v = nd(rng);
+        if (t == GGML_TYPE_F16) {
+            for (int64_t i = 0; i < row_elems; ++i) reinterpret_cast<ggml_fp16_t *>(dst)[i] = ggml_fp32_to_fp16(x[(size_t) i]);
+        } else {
+            ggml_quantize_chunk(t, x.data(), dst, 0, 1, row_elems, nullptr);
+        }
+    }
+}
+
+inline double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 inline double now_ms() {

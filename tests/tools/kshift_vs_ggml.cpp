@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -35,6 +34,7 @@ namespace {
 constexpr int64_t head_dim = 128, n_head_kv = 8;
 constexpr int32_t delta = -2048;  // the context shift every cell gets
 
+using ggml_tools::median;
 using ggml_tools::now_ms;
 
 kvsim::ggml_type kvsim_type(ggml_type t) {
@@ -94,28 +94,11 @@ void build_graph(ggml_side & g, ggml_type t, int64_t n_cells, const rope_args & 
     ggml_backend_tensor_set(rot, h.data(), 0, ggml_nbytes(rot));
 }
 
-// K of n_cells cells: N(0, 1) values rounded to type t by ggml (f16 conversion or ggml_quantize_chunk).
+// K of n_cells cells (ggml_tools::fill_random_rows).
 std::vector<uint8_t> make_k(ggml_type t, int64_t n_cells) {
-    const int64_t row = head_dim * n_head_kv;
-    std::vector<uint8_t> k(ggml_row_size(t, row) * (size_t) n_cells);
-    std::vector<float> x((size_t) row);
-    std::mt19937 rng(1234);
-    std::normal_distribution<float> nd;
-    for (int64_t c = 0; c < n_cells; ++c) {
-        for (float & v : x) v = nd(rng);
-        uint8_t * dst = k.data() + ggml_row_size(t, row) * (size_t) c;
-        if (t == GGML_TYPE_F16) {
-            for (int64_t i = 0; i < row; ++i) reinterpret_cast<ggml_fp16_t *>(dst)[i] = ggml_fp32_to_fp16(x[(size_t) i]);
-        } else {
-            ggml_quantize_chunk(t, x.data(), dst, 0, 1, row, nullptr);
-        }
-    }
+    std::vector<uint8_t> k(ggml_row_size(t, head_dim * n_head_kv) * (size_t) n_cells);
+    ggml_tools::fill_random_rows(t, n_cells, head_dim * n_head_kv, 1234, k.data());
     return k;
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 }  // namespace
