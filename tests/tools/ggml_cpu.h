@@ -21,6 +21,8 @@
 #include "ggml-cpu.h"
 #include "ggml.h"
 
+#include "core/ggml_type.h"
+
 namespace ggml_tools {
 
 // Tool arguments, parsed whole (no trailing characters): an integer in [lo, hi] or a finite float; otherwise the tool
@@ -58,6 +60,15 @@ inline void fill_random_rows(ggml_type t, int64_t n_cells, int64_t row_elems, ui
         } else {
             ggml_quantize_chunk(t, x.data(), dst, 0, 1, row_elems, nullptr);
         }
+    }
+}
+
+// The kvsim name of a cache type the tools use (f16, q8_0, q4_0).
+inline kvsim::ggml_type kvsim_type(ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F16: return kvsim::ggml_type::f16;
+        case GGML_TYPE_Q8_0: return kvsim::ggml_type::q8_0;
+        default: return kvsim::ggml_type::q4_0;
     }
 }
 

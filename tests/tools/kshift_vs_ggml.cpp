@@ -34,16 +34,9 @@ namespace {
 constexpr int64_t head_dim = 128, n_head_kv = 8;
 constexpr int32_t delta = -2048;  // the context shift every cell gets
 
+using ggml_tools::kvsim_type;
 using ggml_tools::median;
 using ggml_tools::now_ms;
-
-kvsim::ggml_type kvsim_type(ggml_type t) {
-    switch (t) {
-        case GGML_TYPE_F16: return kvsim::ggml_type::f16;
-        case GGML_TYPE_Q8_0: return kvsim::ggml_type::q8_0;
-        default: return kvsim::ggml_type::q4_0;
-    }
-}
 
 struct ggml_side {
     ggml_backend_t backend = nullptr;
