@@ -32,7 +32,7 @@ def main():
     kvsim, src = sys.argv[1], sys.argv[2]
     script = os.path.join(src, "scripts/fit-shipped-profiles.py")
     for path, what in ((kvsim, "KVSIM"), (script, "SOURCE_DIR/scripts/fit-shipped-profiles.py")):
-        if not os.access(path, os.X_OK if what == "KVSIM" else os.R_OK):
+        if not os.path.isfile(path) or not os.access(path, os.X_OK if what == "KVSIM" else os.R_OK):
             print(f"shipped_profiles_current: {what} '{path}' is not there", file=sys.stderr)
             return 2
     with tempfile.TemporaryDirectory() as tmp:

@@ -266,7 +266,10 @@ void replay_cli::add_outputs(CLI::App & cmd) {
         ->capture_default_str();
     cmd.add_option("--time-budget", o.kernels.time_budget_s, "Stop timing kernels after this many seconds of kernel time (0 = no limit)")
         ->capture_default_str();
-    cmd.add_flag("--verify", o.kernels.verify, "Check sampled steps against naive attention over each sequence's cells");
+    cmd.add_flag("--verify", o.kernels.verify, "Check sampled steps against naive attention over each sequence's cells. "
+                 "A K-shift's magnitude other than 1 (YaRN, --yarn-attn-factor) compounds over shifts: the reference applies "
+                 "it exactly but rounds K to the cache type once, ggml after every shift, so after many shifts the "
+                 "tolerance can be exceeded by a correct kernel (kshift_vs_ggml holds the K-shift bit for bit)");
     cmd.add_option("--verify-every", o.kernels.verify_every, "With --verify: verify one timed step in N (0 = all)")->capture_default_str();
     cmd.add_flag("--no-rot", o.kernels.no_rot, "No Hadamard rotation of quantized caches (LLAMA_ATTN_ROT_DISABLE)");
     request_only.push_back(

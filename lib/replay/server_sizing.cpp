@@ -84,6 +84,13 @@ std::string size_per_slot(replay_options & opt) {
 // n_ctx_train after its probe context, so custom YaRN scaling has raised it (n_ctx_train_after_init).
 std::string size_by_fit(replay_options & opt, bool ctx_zero) {
     const uint32_t slots = opt.ctx.n_seq_max, n_ctx_train = n_ctx_train_after_init(opt.model, opt.ctx.rope);
+    if (n_ctx_train != opt.model.n_ctx_train && (uint64_t) n_ctx_train * slots > max_n_ctx_train) {
+        // only custom YaRN scaling raises n_ctx_train this far: say so rather than -c's range
+        throw option_error({"rope_scale", "yarn_orig_ctx", "n_seq_max"},
+                           fmt::format("the training context {} (raised by rope_scale / yarn_orig_ctx) x {} slots (n_seq_max) is "
+                                       "{} cells, more than 2^30: lower them or give -c", n_ctx_train, slots,
+                                       (uint64_t) n_ctx_train * slots));
+    }
     const int64_t free = device_bytes(opt);
     const auto used_at = [&](uint32_t n) { return device_use(opt, n); };
     const int64_t unlimited = std::numeric_limits<int64_t>::max() / 4;
