@@ -55,6 +55,15 @@ namespace {
 using json = nlohmann::json;
 
 // summary.json's "config": the trace, the model shape, the context's sizes and its caches.
+// The context's resolved RoPE cparams (model/rope_scaling.h), and the training context the model has once the context
+// exists (custom YaRN scaling raises it).
+json rope_json(const model_shape & m, const rope_scaling & r) {
+    const rope_cparams c = resolve_rope(m, r);
+    const char * type = c.type == rope_scaling_type::none ? "none" : c.type == rope_scaling_type::yarn ? "yarn" : "linear";
+    return {{"scaling", type}, {"freq_base", c.freq_base}, {"freq_scale", c.freq_scale}, {"n_ctx_orig_yarn", c.n_ctx_orig_yarn},
+            {"ext_factor", c.ext_factor}, {"attn_factor", c.attn_factor}, {"n_ctx_train", n_ctx_train_after_init(m, r)}};
+}
+
 json config_json(const replay_options & o, const context & ctx) {
     const auto & s = ctx.sizes();
     const auto & m = ctx.model();
@@ -72,7 +81,7 @@ json config_json(const replay_options & o, const context & ctx) {
                          {"n_stream", s.n_stream}, {"n_batch", s.n_batch}, {"n_ubatch", s.n_ubatch},
                          {"kv_unified", ctx.params().kv_unified}, {"swa_full", ctx.params().swa_full},
                          {"type_k", ggml_type_name(ctx.params().type_k)}, {"type_v", ggml_type_name(ctx.params().type_v)},
-                         {"flash_attn", ctx.params().flash_attn}}},
+                         {"flash_attn", ctx.params().flash_attn}, {"rope", rope_json(m, ctx.params().rope)}}},
             {"caches", caches},
             {"kv_bytes", {{"k", kb.k}, {"v", kb.v}, {"total", kb.total()}}}};
 }
