@@ -15,6 +15,15 @@ rope_scaling_type parse_rope_scaling(const std::string & s) {
     throw option_error({"rope_scaling"}, fmt::format("rope_scaling must be none, linear or yarn, got '{}'", s));
 }
 
+const char * rope_scaling_name(rope_scaling_type t) {
+    switch (t) {
+        case rope_scaling_type::none: return "none";
+        case rope_scaling_type::linear: return "linear";
+        case rope_scaling_type::yarn: return "yarn";
+        default: return "unspecified";
+    }
+}
+
 namespace {
 void check_unset_or_positive(const char * field, float v, const char * unset) {
     if (!std::isfinite(v) || v < 0) {

@@ -16,6 +16,8 @@ enum class rope_scaling_type { unspecified, none, linear, yarn };
 
 // "none", "linear", "yarn" (--rope-scaling's values); throws option_error({"rope_scaling"}) for others.
 rope_scaling_type parse_rope_scaling(const std::string & s);
+// "none", "linear", "yarn" ("unspecified" for the unresolved default).
+const char * rope_scaling_name(rope_scaling_type t);
 
 struct rope_scaling {
     rope_scaling_type type = rope_scaling_type::unspecified;  // unspecified: the model's (linear for every preset)

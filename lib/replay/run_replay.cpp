@@ -59,8 +59,7 @@ using json = nlohmann::json;
 // exists (custom YaRN scaling raises it).
 json rope_json(const model_shape & m, const rope_scaling & r) {
     const rope_cparams c = resolve_rope(m, r);
-    const char * type = c.type == rope_scaling_type::none ? "none" : c.type == rope_scaling_type::yarn ? "yarn" : "linear";
-    return {{"scaling", type}, {"freq_base", c.freq_base}, {"freq_scale", c.freq_scale}, {"n_ctx_orig_yarn", c.n_ctx_orig_yarn},
+    return {{"scaling", rope_scaling_name(c.type)}, {"freq_base", c.freq_base}, {"freq_scale", c.freq_scale}, {"n_ctx_orig_yarn", c.n_ctx_orig_yarn},
             {"ext_factor", c.ext_factor}, {"attn_factor", c.attn_factor}, {"n_ctx_train", n_ctx_train_after_init(m, r)}};
 }
 
@@ -171,9 +170,6 @@ bool is_op_trace(const replay_options & opt) {
 void resolve_auto_sizes(replay_options & opt, bool op_trace) {
     if (!op_trace) {
         opt.n_ctx_origin = size_server_context(opt);
-        // llama_init_from_model re-adjusts n_ctx_train for custom YaRN scaling once the context exists: the slot
-        // cap reads the new value, the context keeps the n_ctx_orig_yarn it resolved from the old one
-        opt.server.n_ctx_train = n_ctx_train_after_init(opt.model, opt.ctx.rope);
         return;
     }
     opt.n_ctx_origin = "-c as given";

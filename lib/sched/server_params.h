@@ -24,9 +24,6 @@ struct server_params {
     bool cont_batching = true;           // -cb / -nocb: prompts join a batch of generated tokens (else wait for an empty one)
     int32_t n_cache_reuse = 0;           // --cache-reuse: minimum run of cached tokens moved by KV shifting; 0 = off
     int32_t n_predict = -1;              // -n / --predict: the generation limit of requests that send none; -1 = none
-    // The model's n_ctx_train as the loaded server reads it for the slot cap: custom YaRN scaling raises it
-    // (model/rope_scaling.h: n_ctx_train_after_init, set by run_replay); 0 = the model's.
-    uint32_t n_ctx_train = 0;
 
     // Throws option_error (core/errors.h), naming the field, for a value server_sim cannot run with:
     // n_keep < -1, n_discard < 0, slot_prompt_similarity outside [0, 1] (or NaN), cache_ram_mib < -1,

@@ -70,7 +70,8 @@ server_sim::server_sim(op_runner & run, const server_params & p, const step_time
     // server-context.cpp: n_ctx_slot(): the stream's cells, capped by --kv-unified-per-slot and the training context
     uint32_t slot = ctx.sizes().n_ctx_seq;
     if (p_.kv_unified_per_slot > 0) slot = std::min<uint32_t>(slot, (uint32_t) p_.kv_unified_per_slot);
-    n_ctx_slot_ = (int32_t) std::min<uint32_t>(slot, p_.n_ctx_train ? p_.n_ctx_train : ctx.model().n_ctx_train);
+    // the training context as the loaded server reads it: custom YaRN scaling raised it (llama_init_from_model)
+    n_ctx_slot_ = (int32_t) std::min<uint32_t>(slot, n_ctx_train_after_init(ctx.model(), ctx.params().rope));
     n_swa_ = ctx.model().has_swa() && !ctx.params().swa_full ? (int32_t) ctx.model().n_swa : 0;
     // server_context_impl::load_model: "ctx_shift is not supported by this context, it will be disabled" (an iSWA
     // model whose SWA cache is smaller than its base cache)
