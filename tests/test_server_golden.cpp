@@ -151,6 +151,7 @@ std::string first_difference(const std::vector<canon_row> & real, const std::vec
 struct kv_request {
     int slot = -1, prefix_reused = 0, n_gen = 0;
     std::string outcome, error;
+    int draft_n = -1, draft_n_accepted = -1;   // speculative decoding's two columns (-1: none)
 };
 
 std::vector<kv_request> read_requests_csv(const std::string & path) {
@@ -168,6 +169,10 @@ std::vector<kv_request> read_requests_csv(const std::string & path) {
         r.prefix_reused = std::stoi(f[6]);
         r.outcome = f[16];
         r.error = q == std::string::npos ? "" : l.substr(q + 1, l.rfind('"') - q - 1);
+        if (const auto tail = split(l.substr(l.rfind('"') + 1), ','); q != std::string::npos && tail.size() == 3) {
+            r.draft_n = std::stoi(tail[1]);
+            r.draft_n_accepted = std::stoi(tail[2]);
+        }
         v.push_back(r);
     }
     return v;
@@ -204,6 +209,12 @@ std::vector<std::string> compare_results(const fs::path & results, const std::ve
             bad.push_back(who + "predicted " + std::to_string(j["predicted"].get<int>()) + " vs kvsim " + std::to_string(k.n_gen));
         }
         if (k.outcome != (trunc ? "truncated" : "done")) bad.push_back(who + "truncated " + std::to_string(trunc) + " vs kvsim " + k.outcome);
+        // the server's timings carry them only when it drafted for the request
+        const int draft_n = j.value("draft_n", 0), accepted = j.value("draft_n_accepted", 0);
+        if (k.draft_n >= 0 && (k.draft_n != draft_n || k.draft_n_accepted != accepted)) {
+            bad.push_back(who + "draft_n " + std::to_string(draft_n) + " accepted " + std::to_string(accepted) + " vs kvsim " +
+                          std::to_string(k.draft_n) + " / " + std::to_string(k.draft_n_accepted));
+        }
     }
     if (n != kv.size()) bad.push_back("server answered " + std::to_string(n) + " requests, kvsim reports " + std::to_string(kv.size()));
     return bad;
@@ -239,12 +250,20 @@ TEST_CASE("kvsim's scheduler issues the real llama-server's cache operations, op
         SUBCASE(name.c_str()) {
             const auto scn = read_scn(k_dir / (name + ".scn"));
             scratch_dir d("golden_" + name);
+            // speculative decoding scenarios: the draft context's op trace too
+            const fs::path draft_expected = k_dir / "expected" / (name + ".draft.ops.csv");
+            const bool draft = fs::exists(draft_expected);
             const std::string args = "replay " + (k_dir / scn.at("trace")).string() + " -q --no-progress --backend none --emit-ops " +
-                                     (d / "ops.csv") + " --out " + (d / "out") + " " + scn.at("kvsim");
+                                     (d / "ops.csv") + (draft ? " --emit-draft-ops " + (d / "draft.ops.csv") : std::string()) +
+                                     " --out " + (d / "out") + " " + scn.at("kvsim");
             const cli_result r = run_kvsim(args);
             REQUIRE_MESSAGE(r.rc == 0, name, ": kvsim ", args, "\n", r.err);
             const std::string diff = first_difference(read_ops(k_dir / "expected" / (name + ".ops.csv")), read_ops(d / "ops.csv"));
             CHECK_MESSAGE(diff.empty(), name, ": the op traces differ at ", diff);
+            if (draft) {
+                const std::string ddiff = first_difference(read_ops(draft_expected), read_ops(d / "draft.ops.csv"));
+                CHECK_MESSAGE(ddiff.empty(), name, ": the draft context's op traces differ at ", ddiff);
+            }
             const auto bad = compare_results(k_dir / "expected" / (name + ".results.jsonl"), read_requests_csv(d / "out/requests.csv"));
             for (size_t i = 0; i < bad.size() && i < 5; ++i) FAIL_CHECK(name, ": ", bad[i]);
         }

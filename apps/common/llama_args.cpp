@@ -12,7 +12,8 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
         {"-no-kvu", "--no-kv-unified"}, {"-cram", "--cache-ram"},     {"-ctxcp", "--ctx-checkpoints"},
         {"-sps", "--slot-prompt-similarity"}, {"-cms", "--checkpoint-min-step"}, {"-fit", "--fit"},
         {"-fitc", "--fit-ctx"},        {"-fitt", "--fit-target"},     {"-cb", "--cont-batching"},
-        {"-nocb", "--no-cont-batching"},
+        {"-nocb", "--no-cont-batching"}, {"-md", "--model-draft"}, {"-ctkd", "--cache-type-k-draft"},
+        {"-ctvd", "--cache-type-v-draft"},
     };
     // -n is llama-server's --predict only where kvsim has that option (calibrate's --predict means something else)
     const bool server_cmd = argc > 1 && (std::string(argv[1]) == "replay" || std::string(argv[1]) == "plan");

@@ -83,6 +83,7 @@ void replay_cli::add_to(CLI::App & cmd) {
     add_sizing(cmd);
     add_server(cmd);
     add_fit(cmd);
+    add_spec(cmd);
     add_outputs(cmd);
 }
 
@@ -221,6 +222,36 @@ void replay_cli::add_server(CLI::App & cmd) {
     request_only.insert(request_only.end(), shift_only.begin(), shift_only.end());
 }
 
+void replay_cli::add_spec(CLI::App & cmd) {
+    auto & s = opt.server.spec;
+    const auto add = [&](CLI::Option * o) { request_only.push_back(o); };
+    add(cmd.add_option("--model-draft,--spec-draft-model", draft_model_name,
+                       "Draft model preset for speculative decoding (llama-server -md); it speculates only with --spec-type "
+                       "draft-simple, as llama-server (its default type is none)"));
+    add(cmd.add_option("--spec-type", spec_type, "Speculative decoding type (llama-server --spec-type): none, draft-simple "
+                                                 "(the other types of llama-server are not modelled)")
+            ->check(CLI::IsMember({"none", "draft-simple"}))
+            ->capture_default_str());
+    add(cmd.add_option("--spec-draft-n-max", s.n_max, "Tokens drafted per step (llama-server --spec-draft-n-max)")->capture_default_str());
+    add(cmd.add_option("--spec-draft-n-min", s.n_min, "A shorter draft is dropped (llama-server --spec-draft-n-min)")->capture_default_str());
+    add(cmd.add_option("--spec-draft-p-min", s.p_min, "Only 0 (llama-server's default) is modelled: the draft model's confidence is not")
+            ->capture_default_str());
+    add(cmd.add_option("--spec-synth-rates", s.synth_rates,
+                       "The acceptance of drafted tokens: probability per drafted position, non-increasing, --spec-draft-n-max "
+                       "values (llama-server's synthetic acceptance; each request's draws seeded with its trace \"seed\", "
+                       "else its index)")
+            ->delimiter(','));
+    add(cmd.add_option("--spec-synth-len", s.synth_len,
+                       "The acceptance as a mean accepted length per step, the target's token included (llama-server "
+                       "--spec-synth-len; rates p, p^2, ... fitted to it)"));
+    add(cmd.add_option("--spec-draft-type-k,--cache-type-k-draft", type_k_draft, "Draft model's K cache type (llama-server -ctkd)")
+            ->capture_default_str());
+    add(cmd.add_option("--spec-draft-type-v,--cache-type-v-draft", type_v_draft, "Draft model's V cache type (llama-server -ctvd)")
+            ->capture_default_str());
+    add(cmd.add_option("--emit-draft-ops", opt.emit_draft_ops,
+                       "Speculative decoding: write the draft context's op trace (as --emit-ops does the target's)"));
+}
+
 void replay_cli::add_fit(CLI::App & cmd) {
     auto & o = opt;
     request_only.push_back(cmd.add_option("--fit", fit,
@@ -313,6 +344,9 @@ replay_options replay_cli::finish() {
         o.ctx.type_v = parse_ggml_type(type_v);
         if (!swa_type_name.empty()) o.model.swa = parse_swa_type(swa_type_name);
         if (!rope_scaling_name.empty()) o.ctx.rope.type = parse_rope_scaling(rope_scaling_name);
+        if (!draft_model_name.empty()) o.draft_model = model_preset(draft_model_name);
+        o.type_k_draft = parse_ggml_type(type_k_draft);
+        o.type_v_draft = parse_ggml_type(type_v_draft);
     } catch (const std::invalid_argument & e) {
         throw usage_error(e.what());
     }
@@ -329,6 +363,8 @@ replay_options replay_cli::finish() {
     o.ctx.flash_attn = flash_attn != "off";
     o.server.arrivals = arrivals == "saturate" ? arrival_mode::saturate : arrival_mode::trace;
     o.server.cache_prompt = !no_cache_prompt;
+    o.server.spec.draft_simple = spec_type == "draft-simple";
+    o.server.spec.has_draft_model = o.draft_model.has_value();
     if (n_parallel == 0 || n_parallel < -1) throw usage_error(fmt::format("--parallel must be -1 (auto) or >= 1, got {}", n_parallel));
     if (n_parallel > 0) o.ctx.n_seq_max = (uint32_t) n_parallel;
     o.n_parallel_auto = n_parallel < 0;
@@ -433,6 +469,10 @@ const flag_names & replay_cli::flags_of_fields() {
         {"time_layers", "--time-layers"}, {"rate_scale", "--rate-scale"}, {"fit_ctx", "--fit-ctx"},
         {"fit_target", "--fit-target"}, {"device_memory", "--device-memory"}, {"device", "--device"}, {"kv_unified_per_slot", "--kv-unified-per-slot"},
         {"n_cache_reuse", "--cache-reuse"}, {"n_predict", "-n"},
+        // spec_params
+        {"spec_type", "--spec-type"}, {"model_draft", "-md"}, {"spec_draft_n_max", "--spec-draft-n-max"},
+        {"spec_draft_p_min", "--spec-draft-p-min"}, {"spec_synth_rates", "--spec-synth-rates"},
+        {"spec_synth_len", "--spec-synth-len"},
         // rope_scaling
         {"rope_scaling", "--rope-scaling"}, {"rope_scale", "--rope-scale"}, {"rope_freq_base", "--rope-freq-base"},
         {"rope_freq_scale", "--rope-freq-scale"}, {"yarn_orig_ctx", "--yarn-orig-ctx"}, {"yarn_ext_factor", "--yarn-ext-factor"},

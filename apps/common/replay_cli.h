@@ -25,6 +25,8 @@ struct replay_cli {
     std::string arrivals = "trace", device = "h200", weights = "f16";
     std::optional<double> bandwidth_gbs, peak_tflops;
     std::string step_time = "roofline";
+    // speculative decoding: -md, --spec-type, -ctkd, -ctvd
+    std::string draft_model_name, spec_type = "none", type_k_draft = "f16", type_v_draft = "f16";
     // llama-server's sizing of an unset -c (replay/server_sizing.h): --fit, -fitc, -fitt, --device-memory
     std::string fit = "on";
     std::optional<std::string> device_memory;   // unset = the profile's; given empty is refused
@@ -48,6 +50,8 @@ struct replay_cli {
     void add_fit(CLI::App & cmd);
     // Output files, terminal, progress and the real kernels.
     void add_outputs(CLI::App & cmd);
+    // llama-server's speculative decoding with a draft model (-md, --spec-*, -ctkd, -ctvd, --emit-draft-ops).
+    void add_spec(CLI::App & cmd);
     // llama.cpp's RoPE context flags (--rope-scaling, --rope-scale, --rope-freq-*, --yarn-*), in add_workload.
     void add_rope(CLI::App & cmd);
     // Resolve the model preset and overrides, types and flags. Throws usage_error.

@@ -43,6 +43,10 @@ struct replay_options {
     bool suggest_bench = false;         // request traces: print the llama-bench command covering the replay's steps
     std::string trace_json;             // Chrome trace-event / Perfetto timeline, "" = none
     std::string emit_ops;               // request traces: write the generated op trace here
+    std::string emit_draft_ops;         // speculative decoding: the draft context's op trace
+    std::optional<model_shape> draft_model;   // -md: the draft model's preset (server.spec.has_draft_model mirrors it)
+    ggml_type type_k_draft = ggml_type::f16;  // -ctkd / --spec-draft-type-k
+    ggml_type type_v_draft = ggml_type::f16;  // -ctvd / --spec-draft-type-v
     server_params server;               // request traces: llama-server behaviour
     device_profile device = device_preset("h200");   // step-time device profile (--device)
     const weight_file_type * weights = nullptr;      // --weights: GGUF file type of the model; nullptr = f16

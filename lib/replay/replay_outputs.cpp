@@ -30,11 +30,15 @@ void check_paths(const replay_options & o, bool is_request_trace) {
     if (!is_request_trace && !o.emit_ops.empty()) {
         throw usage_error("--emit-ops applies to request traces (an op trace already is the op stream)");
     }
+    if (!o.emit_draft_ops.empty() && !o.server.spec.enabled()) {
+        throw usage_error("--emit-draft-ops writes the draft model's cache calls: it needs speculative decoding on a request "
+                          "trace (-md PRESET --spec-type draft-simple)");
+    }
     if (o.steps_csv && o.out_dir.empty()) {
         throw usage_error("--steps-csv writes steps.csv into the --out directory: give --out DIR");
     }
     std::vector<std::string> paths;
-    for (const std::string * p : {&o.dump_cells, &o.emit_ops, &o.trace_json}) {
+    for (const std::string * p : {&o.dump_cells, &o.emit_ops, &o.emit_draft_ops, &o.trace_json}) {
         if (!p->empty()) paths.push_back(*p);
     }
     if (!o.out_dir.empty()) {
@@ -91,6 +95,7 @@ replay_outputs::replay_outputs(const replay_options & o, bool is_request_trace, 
     if (!o.out_dir.empty()) create_out_dir(o.out_dir);
     try {
         if (!o.emit_ops.empty()) emit = std::make_unique<atomic_file>(o.emit_ops);
+        if (!o.emit_draft_ops.empty()) emit_draft = std::make_unique<atomic_file>(o.emit_draft_ops);
         if (!o.trace_json.empty()) timeline = std::make_unique<atomic_file>(o.trace_json);
         if (o.out_dir.empty()) return;
         occupancy = std::make_unique<atomic_file>(o.out_dir + "/occupancy.csv");
@@ -132,8 +137,8 @@ replay_outputs::~replay_outputs() {
 }
 
 void replay_outputs::commit() {
-    atomic_file * const all[] = {dump.get(),      emit.get(),   occupancy.get(), requests.get(), summary.get(),
-                                 bandwidth.get(), report.get(), timeline.get(),  steps.get()};
+    atomic_file * const all[] = {dump.get(),      emit.get(),   emit_draft.get(), occupancy.get(), requests.get(),
+                                 summary.get(),   bandwidth.get(), report.get(), timeline.get(),   steps.get()};
     for (atomic_file * f : all) {
         if (f) f->finish();
     }
@@ -145,7 +150,7 @@ void replay_outputs::commit() {
 }
 
 void replay_outputs::discard() noexcept {
-    for (auto * f : {&dump, &emit, &occupancy, &requests, &summary, &bandwidth, &report, &timeline, &steps}) f->reset();
+    for (auto * f : {&dump, &emit, &emit_draft, &occupancy, &requests, &summary, &bandwidth, &report, &timeline, &steps}) f->reset();
     remove_created_dirs();
 }
 

@@ -66,6 +66,7 @@ public:
     // The open outputs; null when the run does not write that file.
     std::unique_ptr<atomic_file> dump;        // --dump-cells
     std::unique_ptr<atomic_file> emit;        // --emit-ops
+    std::unique_ptr<atomic_file> emit_draft;  // --emit-draft-ops
     std::unique_ptr<atomic_file> timeline;    // --trace-json
     std::unique_ptr<atomic_file> occupancy;   // --out: occupancy.csv
     std::unique_ptr<atomic_file> requests;    // requests.csv

@@ -190,15 +190,28 @@ request_trace read_trace(const replay_options & opt) {
 
 class request_driver : public replay_driver {
 public:
-    explicit request_driver(const replay_options & opt) : opt_(opt), trace_(read_trace(opt)), emit_(emitted_) {
+    explicit request_driver(const replay_options & opt)
+        : opt_(opt), trace_(read_trace(opt)), emit_(emitted_), draft_emit_(draft_emitted_) {
         emitted_.path = opt.emit_ops;
+        draft_emitted_.path = opt.emit_draft_ops;
     }
 
     bool is_request_trace() const override { return true; }
 
     replay_clock attach(context & ctx) override {
         run_ = std::make_unique<op_runner>(ctx);
-        sim_ = std::make_unique<server_sim>(*run_, opt_.server, step_time_model{opt_.device, opt_.model, opt_.weights});
+        std::optional<draft_binding> draft;
+        if (opt_.server.spec.enabled()) {
+            // common_base_params_to_speculative: the target's context parameters, the draft's K/V types
+            context_params p = ctx.params();
+            p.type_k = opt_.type_k_draft;
+            p.type_v = opt_.type_v_draft;
+            draft_ctx_ = std::make_unique<context>(*opt_.draft_model, p);
+            draft_run_ = std::make_unique<op_runner>(*draft_ctx_);
+            draft.emplace(draft_binding{*draft_run_, step_time_model{opt_.device, *opt_.draft_model, opt_.weights}});
+        }
+        sim_ = std::make_unique<server_sim>(*run_, opt_.server, step_time_model{opt_.device, opt_.model, opt_.weights},
+                                            draft ? &*draft : nullptr);
         replay_clock c{sim_->clock()};
         c.feedback = &sim_->timer();
         c.no_slot = &sim_->totals().decode_no_slot;
@@ -218,6 +231,7 @@ public:
         if (opt_.suggest_bench) sim_->timer().add_observer(&coverage_);
         run_->add_op_observer(obs.op_observers());
         if (out.emit) run_->add_op_observer(&emit_);
+        if (out.emit_draft) draft_run_->add_op_observer(&draft_emit_);
         run_->set_observer(&obs.fan);
     }
 
@@ -283,7 +297,8 @@ public:
 
     void write(replay_outputs & out) override {
         if (out.emit) write_op_trace(out.emit->out(), emitted_);
-        if (out.requests) write_requests_csv(out.requests->out(), sim_->results());
+        if (out.emit_draft) write_op_trace(out.emit_draft->out(), draft_emitted_);
+        if (out.requests) write_requests_csv(out.requests->out(), sim_->results(), opt_.server.spec.enabled());
         if (steps_) steps_->write_csv(out.steps->out());
     }
 
@@ -292,7 +307,11 @@ private:
     request_trace trace_;
     op_trace emitted_;    // --emit-ops: every op the server made, as a replayable op trace
     op_recorder emit_;    // appends to emitted_
+    op_trace draft_emitted_;     // --emit-draft-ops: the draft context's ops
+    op_recorder draft_emit_;
     std::unique_ptr<op_runner> run_;    // the op door on the context
+    std::unique_ptr<context> draft_ctx_;      // speculative decoding: the draft model's context
+    std::unique_ptr<op_runner> draft_run_;    // and its op door
     std::unique_ptr<server_sim> sim_;   // the server; its clock is the replay's
     std::unique_ptr<steps_recorder> steps_;
     bench_coverage coverage_;   // --suggest-bench

@@ -39,17 +39,23 @@ double request_tpot(const request_result & r) {
     return (r.finish - r.first_token) / (r.n_gen - 1);
 }
 
-void write_requests_csv(std::ostream & out, const std::vector<request_result> & rs) {
+void write_requests_csv(std::ostream & out, const std::vector<request_result> & rs, bool speculative) {
     out << "request,line,slot,n_prompt,n_gen_target,n_gen,prefix_reused,ram_restored_cells,context_shifts,arrival_s,"
-           "admission_s,first_token_s,finish_s,queue_delay_s,ttft_s,tpot_s,outcome,error\n";
+           "admission_s,first_token_s,finish_s,queue_delay_s,ttft_s,tpot_s,outcome,error"
+        << (speculative ? ",draft_n,draft_n_accepted\n" : "\n");
     row_writer w(out);
     for (size_t i = 0; i < rs.size(); ++i) {
         const auto & r = rs[i];
-        w.row(FMT_COMPILE("{},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{},{},{},\"{}\"\n"), i, r.line, r.slot, r.n_prompt,
+        w.row(FMT_COMPILE("{},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{},{},{},{},\"{}\""), i, r.line, r.slot, r.n_prompt,
               r.n_gen_target, r.n_gen, r.n_prefix_reused, r.n_ram_restored, r.n_shifts, r.arrival, opt_time{r.admission},
               opt_time{r.first_token}, opt_time{r.finish}, opt_time{r.admission < 0 ? -1 : r.admission - r.arrival},
               opt_time{r.first_token < 0 ? -1 : r.first_token - r.arrival}, opt_time{request_tpot(r)},
               request_outcome_name(r.outcome), r.error);
+        if (speculative) {
+            w.row(FMT_COMPILE(",{},{}\n"), r.n_drafted, r.n_draft_accepted);
+        } else {
+            w.row(FMT_COMPILE("\n"));
+        }
     }
 }
 

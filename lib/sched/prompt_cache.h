@@ -85,6 +85,7 @@ struct server_prompt {
 struct prompt_cache_state {
     server_prompt prompt;
     std::vector<saved_cells> cells;   // per cache
+    std::vector<saved_cells> draft_cells;   // speculative decoding: the draft context's, per cache (else empty)
     size_t state_bytes = 0;   // llama_state_seq_get_size_ext(NONE)
     size_t bytes() const { return state_bytes + prompt.checkpoint_bytes(); }
 };

@@ -23,6 +23,8 @@ struct request_result {
     int32_t n_prefix_reused = 0;  // prompt tokens found in the cache (n_past)
     int32_t n_ram_restored = 0;   // cells restored from the host-RAM prompt cache at admission
     int32_t n_shifts = 0;         // context shifts of this request
+    int32_t n_drafted = 0;        // speculative decoding: tokens the draft model proposed (timings.draft_n)
+    int32_t n_draft_accepted = 0; // of them accepted by the target (timings.draft_n_accepted)
     double arrival = 0, admission = -1, first_token = -1, finish = -1;
     request_outcome outcome = request_outcome::pending;
     std::string error;

@@ -30,6 +30,7 @@ void server_params::validate() const {
     check_at_least("kv_unified_per_slot", kv_unified_per_slot, 0, " (0 = unset)");
     check_at_least("n_cache_reuse", n_cache_reuse, 0, " (0 = off)");
     check_at_least("n_predict", n_predict, -1, " (-1 = no limit)");
+    spec.validate();
 }
 
 }  // namespace kvsim

@@ -1,6 +1,8 @@
 // llama-server's options that shape the simulated server (server_sim), and their checks.
 #pragma once
 
+#include "sched/spec_params.h"
+
 #include <cstdint>
 
 namespace kvsim {
@@ -24,10 +26,11 @@ struct server_params {
     bool cont_batching = true;           // -cb / -nocb: prompts join a batch of generated tokens (else wait for an empty one)
     int32_t n_cache_reuse = 0;           // --cache-reuse: minimum run of cached tokens moved by KV shifting; 0 = off
     int32_t n_predict = -1;              // -n / --predict: the generation limit of requests that send none; -1 = none
+    spec_params spec;                    // speculative decoding with a draft model (-md, --spec-*)
 
     // Throws option_error (core/errors.h), naming the field, for a value server_sim cannot run with:
     // n_keep < -1, n_discard < 0, slot_prompt_similarity outside [0, 1] (or NaN), cache_ram_mib < -1,
-    // n_ctx_checkpoints < 0, checkpoint_min_step < 0, block_tokens < 1, kv_unified_per_slot < 0, n_cache_reuse < 0, n_predict < -1.
+    // n_ctx_checkpoints < 0, checkpoint_min_step < 0, block_tokens < 1, kv_unified_per_slot < 0, n_cache_reuse < 0, n_predict < -1; spec.validate()'s.
     void validate() const;
 };
 

@@ -1,10 +1,12 @@
 #include "sched/server_sim.h"
+#include "sched/server_slot.h"
 
 #include <algorithm>
 #include <climits>
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "core/errors.h"
 #include "util/interrupt.h"
 #include "util/nvtx.h"
 
@@ -19,28 +21,6 @@ const char * request_outcome_name(request_outcome o) {
     }
     return "pending";
 }
-
-// server_slot: slot i owns sequence i.
-struct server_sim::slot_t {
-    enum class state { idle, started, processing_prompt, done_prompt, generating };
-    int id = 0;
-    state st = state::idle;
-    long task = -1;               // request index while processing
-    server_prompt prompt;         // cached tokens and checkpoints
-    int64_t t_last_used = -1;
-    int32_t n_gen = 0;            // stats.n_gen
-    int32_t i_batch = -1;         // batch index of the token whose logits the slot samples
-    bool truncated = false;
-    int32_t n_restored = 0;       // cells restored from the RAM cache for the task being launched
-    bool processing() const { return st != state::idle; }
-};
-
-// One token of the server batch: slot, position, prompt or generated.
-struct server_sim::batch_tok {
-    int slot;
-    llama_pos pos;
-    bool prompt;
-};
 
 namespace {
 // Bytes of one cache's section of a sequence state blob holding `cells` cells over `n_layer`
@@ -63,9 +43,16 @@ int32_t gen_target(const request & rq, int32_t server_n_predict) {
 }
 }  // namespace
 
-server_sim::server_sim(op_runner & run, const server_params & p, const step_time_model & tm)
+server_sim::server_sim(op_runner & run, const server_params & p, const step_time_model & tm, const draft_binding * draft)
     : run_(run), p_(p), timer_(tm, clock_), work_(run.ctx()) {
     p_.validate();
+    if (p_.spec.enabled()) {
+        if (!draft) throw std::logic_error("server_sim: speculative decoding without a draft context");
+        draft_run_ = &draft->run;
+        draft_timer_ = std::make_unique<step_timer>(draft->tm, clock_);
+        draft_work_.emplace(draft->run.ctx());
+        accept_draws_ = p_.spec.acceptance_draws();
+    }
     const context & ctx = run.ctx();
     // server-context.cpp: n_ctx_slot(): the stream's cells, capped by --kv-unified-per-slot and the training context
     uint32_t slot = ctx.sizes().n_ctx_seq;
@@ -100,8 +87,8 @@ bool server_sim::any_processing() const {
 // Per cache (caches() order), seq s's cells as (cell, pos) in position order, SWA-masked cells
 // left out: what llama_kv_cache::state_write puts in the blob. swa_only (PARTIAL_ONLY of an iSWA
 // memory): the base cache's list stays empty.
-std::vector<saved_cells> server_sim::seq_saved_cells(llama_seq_id s, bool swa_only) const {
-    const auto caches = run_.ctx().memory().caches();
+std::vector<saved_cells> server_sim::seq_saved_cells(const context & ctx, llama_seq_id s, bool swa_only) const {
+    const auto caches = ctx.memory().caches();
     std::vector<saved_cells> out(caches.size());
     for (size_t k = 0; k < caches.size(); ++k) {
         const kv_cache & c = *caches[k];
@@ -119,8 +106,7 @@ std::vector<saved_cells> server_sim::seq_saved_cells(llama_seq_id s, bool swa_on
 
 // llama_state_seq_get_size_ext(ctx, s, flags) of a state holding `cells` (seq_saved_cells):
 // magic + seq id, then each cache's section (the SWA cache only for PARTIAL_ONLY of an iSWA memory).
-size_t server_sim::seq_state_bytes(const std::vector<saved_cells> & pos, bool swa_only) const {
-    const context & ctx = run_.ctx();
+size_t server_sim::seq_state_bytes(const context & ctx, const std::vector<saved_cells> & pos, bool swa_only) const {
     const model_shape & m = ctx.model();
     const size_t row = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
     const auto caches = ctx.memory().caches();
@@ -195,6 +181,12 @@ void server_sim::launch(slot_t & s, size_t task) {
     s.task = (long) task;
     s.st = slot_t::state::started;
     s.n_gen = 0;
+    s.n_draft = 0;
+    const request & rq = trace_->requests[task];
+    // the request sends its n_predict (its trace length when the trace has none); -1 leaves the server's -n
+    const int32_t sent = rq.n_predict.value_or(rq.n_gen);
+    s.n_predict_max = sent != -1 ? sent : p_.n_predict;
+    s.synth_rng.seed(rq.seed.value_or((uint32_t) task));
     s.truncated = false;
     s.i_batch = -1;
 }
@@ -213,10 +205,17 @@ void server_sim::cache_idle_slots() {
 
 bool server_sim::prompt_save(slot_t & s) {
     if (s.prompt.tokens.n == 0 || ram_->contains(s.prompt)) return false;
-    auto cells = seq_saved_cells(s.id, false);
-    prompt_cache_state * st = ram_->alloc(s.prompt, seq_state_bytes(cells, false));
+    auto cells = seq_saved_cells(run_.ctx(), s.id, false);
+    size_t bytes = seq_state_bytes(run_.ctx(), cells, false);
+    std::vector<saved_cells> draft_cells;   // server_slot::prompt_save: the draft context's state too (data.drft)
+    if (draft_run_) {
+        draft_cells = seq_saved_cells(draft_run_->ctx(), s.id, false);
+        bytes += seq_state_bytes(draft_run_->ctx(), draft_cells, false);
+    }
+    prompt_cache_state * st = ram_->alloc(s.prompt, bytes);
     if (!st) return false;
     st->cells = std::move(cells);
+    st->draft_cells = std::move(draft_cells);
     timer_.save_done((double) st->state_bytes);   // llama_state_seq_get_data_ext: the cells' K/V copied to host memory
     ++totals_.ram_saves;
     totals_.ram_peak_bytes = std::max<uint64_t>(totals_.ram_peak_bytes, ram_->bytes());
@@ -232,8 +231,13 @@ void server_sim::prompt_load(slot_t & s, const request & rq) {
     if (it == ram_->end()) return;
     ++totals_.ram_restores;
     const auto pos = in_cell_order(it->cells);
-    const bool ok = run_.restore(s.id, pos, false, fmt::format("R{}", totals_.ram_restores), run_.ctx().sizes().n_ubatch,
-                                 next_line());
+    bool ok = run_.restore(s.id, pos, false, fmt::format("R{}", totals_.ram_restores), run_.ctx().sizes().n_ubatch,
+                           next_line());
+    // server_prompt_cache::load restores the draft context's state after the target's
+    if (ok && draft_run_) {
+        ok = draft_run_->restore(s.id, in_cell_order(it->draft_cells), false, fmt::format("R{}", totals_.ram_restores),
+                                 draft_run_->ctx().sizes().n_ubatch, next_line());
+    }
     timer_.restore_done(ok, (double) it->state_bytes);
     if (!ok) {
         // the state did not fit: upstream logs "failed to restore state" and clears the slot
@@ -248,7 +252,7 @@ void server_sim::prompt_load(slot_t & s, const request & rq) {
 }
 
 void server_sim::prompt_clear(slot_t & s) {
-    run_.seq_rm(s.id, -1, -1, next_line());
+    mem_seq_rm(s.id, -1, -1);
     s.prompt.clear();
 }
 
@@ -262,6 +266,7 @@ void server_sim::release(slot_t & s, request_outcome o, const std::string & err)
     s.st = slot_t::state::idle;
     s.task = -1;
     s.i_batch = -1;
+    s.n_draft = 0;   // server_slot::reset: spec_draft, spec_i_batch
     s.t_last_used = ++n_released_;
     ++n_finished_;
     if (!deferred_.empty()) {
@@ -291,8 +296,8 @@ void server_sim::context_shift(slot_t & s) {
     const int32_t n_left = tok.n - n_keep;
     int32_t n_discard = p_.n_discard ? p_.n_discard : n_left / 2;
     n_discard = std::clamp(n_discard, 0, std::max(0, n_left - 1));
-    run_.seq_rm(s.id, n_keep, n_keep + n_discard, next_line());
-    run_.seq_add(s.id, n_keep + n_discard, tok.n, -n_discard, next_line());
+    mem_seq_rm(s.id, n_keep, n_keep + n_discard);
+    mem_seq_add(s.id, n_keep + n_discard, tok.n, -n_discard);
     tok.discard(std::max(0, n_keep), n_discard);
     s.truncated = true;
     ++results_[s.task].n_shifts;
@@ -310,10 +315,14 @@ void server_sim::pre_decode(std::vector<batch_tok> & batch) {
         }
         context_shift(s);
     }
-    for (auto & s : slots_) {
-        if (s.st != slot_t::state::generating) continue;
-        s.i_batch = (int32_t) batch.size();
-        batch.push_back({s.id, s.prompt.tokens.n++, false});
+    if (draft_run_) {
+        draft_tokens(batch);
+    } else {
+        for (auto & s : slots_) {
+            if (s.st != slot_t::state::generating) continue;
+            s.i_batch = (int32_t) batch.size();
+            batch.push_back({s.id, s.prompt.tokens.n++, false});
+        }
     }
     // update_slots: "next, batch any pending prompts" only with continuous batching or an empty batch (-nocb)
     if (!p_.cont_batching && !batch.empty()) return;
@@ -372,8 +381,8 @@ int32_t server_sim::reuse_chunks(slot_t & s, int32_t n_past) {
             ++head_c;
             continue;
         }
-        run_.seq_rm(s.id, head_p, head_c, next_line());
-        run_.seq_add(s.id, head_c, head_c + n_match, head_p - head_c, next_line());
+        mem_seq_rm(s.id, head_p, head_c);
+        mem_seq_add(s.id, head_c, head_c + n_match, head_p - head_c);
         n_past += n_match;
         head_c += n_match;
         head_p += n_match;
@@ -427,7 +436,7 @@ void server_sim::add_prompt_chunk(slot_t & s, std::vector<batch_tok> & batch) {
     prompt_tokens & tok = s.prompt.tokens;
     const int32_t n_batch = (int32_t) run_.ctx().sizes().n_batch;
     const int32_t n_ubatch = (int32_t) run_.ctx().sizes().n_ubatch;
-    run_.seq_rm(s.id, tok.n, -1, next_line());
+    mem_seq_rm(s.id, tok.n, -1);
     bool do_checkpoint = p_.n_ctx_checkpoints > 0 && n_swa_ > 0;
     const size_t n_prev = batch.size();
     while (tok.n < rq.n_prompt && (int32_t) batch.size() < n_batch) {
@@ -471,8 +480,8 @@ void server_sim::create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos p
     while (cps.size() >= n_max) cps.pop_front();
     const int64_t n_tokens_new = s.prompt.tokens.n - n_tokens_cur;
     cps.remove_if([&](const context_checkpoint & c) { return c.n_tokens == n_tokens_new; });
-    auto cells = seq_saved_cells(s.id, true);
-    const size_t bytes = seq_state_bytes(cells, true);
+    auto cells = seq_saved_cells(run_.ctx(), s.id, true);
+    const size_t bytes = seq_state_bytes(run_.ctx(), cells, true);
     cps.push_back({n_tokens_new, (int) s.task, pos_min, pos_max, bytes, std::move(cells)});
     timer_.save_done((double) bytes);
     ++totals_.checkpoints_created;
@@ -498,6 +507,7 @@ void server_sim::decode_batch(std::vector<batch_tok> & batch) {
         }
         const uint64_t n_gen = rc == DECODE_OK ? n - n_prompt : 0;
         timer_.decode_done(rc, work_.work, n_prompt, n_gen);
+        if (rc == DECODE_OK && draft_run_) draft_mirror(b);
         if (rc == DECODE_OK) {
             totals_.prompt_tokens_decoded += n_prompt;
             totals_.gen_tokens_decoded += n_gen;
@@ -528,8 +538,11 @@ void server_sim::decode_batch(std::vector<batch_tok> & batch) {
 }
 
 // post_decode + process_token for the slots whose sampled token lies in this view.
+// post_decode + process_token for the slots whose sampled token lies in this view; then the speculating slots'
+// drafts (all inside this view: fail_cut_drafts failed the others).
 void server_sim::post_decode(const std::vector<batch_tok> & batch, size_t off, size_t n) {
     (void) batch;
+    if (draft_run_) fail_cut_drafts(off, n);
     for (auto & s : slots_) {
         if (s.i_batch < (int32_t) off || s.i_batch >= (int32_t) (off + n)) continue;
         request_result & r = results_[s.task];
@@ -540,15 +553,26 @@ void server_sim::post_decode(const std::vector<batch_tok> & batch, size_t off, s
             continue;
         }
         s.i_batch = -1;
-        r.n_gen = ++s.n_gen;
-        bool stop = false;
-        if (!p_.context_shift && s.prompt.tokens.n + 1 >= n_ctx_slot_) {
-            s.truncated = true;   // out of context capacity
-            stop = true;
-        }
-        if (r.n_gen >= r.n_gen_target) stop = true;
-        if (stop) release(s, s.truncated ? request_outcome::truncated : request_outcome::done);
+        sample_token(s);
     }
+    if (!draft_run_) return;
+    for (auto & s : slots_) {
+        if (s.st == slot_t::state::generating && s.n_draft > 0) verify_draft(s);   // "main model sample and accept"
+    }
+}
+
+// process_token's stop conditions for one more generated token; true = the slot was released.
+bool server_sim::sample_token(slot_t & s) {
+    request_result & r = results_[s.task];
+    r.n_gen = ++s.n_gen;
+    bool stop = false;
+    if (!p_.context_shift && s.prompt.tokens.n + 1 >= n_ctx_slot_) {
+        s.truncated = true;   // out of context capacity
+        stop = true;
+    }
+    if (r.n_gen >= r.n_gen_target) stop = true;
+    if (stop) release(s, s.truncated ? request_outcome::truncated : request_outcome::done);
+    return stop;
 }
 
 void server_sim::run(const request_trace & t, const std::function<void(size_t, size_t)> & progress) {
@@ -562,6 +586,11 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
     }
     work_.next = run_.observer();
     const scoped_decode_observer chained(run_, &work_);   // the caller's observer is back however run() ends
+    std::optional<scoped_decode_observer> draft_chained;
+    if (draft_run_) {
+        draft_work_->next = draft_run_->observer();
+        draft_chained.emplace(*draft_run_, &*draft_work_);
+    }
     size_t next_arrival = 0;
     std::vector<batch_tok> batch;
     while (true) {

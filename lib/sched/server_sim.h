@@ -22,10 +22,18 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace kvsim {
+
+// The draft model's side of speculative decoding (server_params::spec enabled): its context and cache behind their
+// own op door, and its step-time model (its llama_decode calls take simulated time on the scheduler's one clock).
+struct draft_binding {
+    op_runner & run;
+    step_time_model tm;
+};
 
 struct server_totals {
     uint64_t steps = 0;              // update_slots iterations that decoded something
@@ -52,6 +60,10 @@ struct server_totals {
     // context checkpoints (SWA models)
     uint64_t checkpoints_created = 0;
     uint64_t checkpoints_restored = 0;
+    // speculative decoding (-md, --spec-type draft-simple)
+    uint64_t draft_decode_calls = 0; // llama_decode calls on the draft context (drafting and mirroring the target's)
+    uint64_t drafted_tokens = 0;     // tokens the draft model proposed (stats.n_draft_tokens)
+    uint64_t accepted_tokens = 0;    // of them accepted by the target (stats.n_draft_accepted)
     double sim_seconds = 0;
     bool interrupted = false;        // Ctrl-C: stopped between steps; unfinished requests stay pending
 };
@@ -62,7 +74,8 @@ public:
     // slot's context = min(n_ctx_seq, the model's n_ctx_train) (n_ctx_slot). The scheduler's step
     // timer times every decode call with (its own copy of) tm and advances the clock. Throws
     // option_error for bad p (p.validate()).
-    server_sim(op_runner & run, const server_params & p, const step_time_model & tm);
+    // draft: the draft model's door and time model; required when p.spec.enabled(), else ignored (may be null).
+    server_sim(op_runner & run, const server_params & p, const step_time_model & tm, const draft_binding * draft = nullptr);
     ~server_sim();
 
     // Replays all requests to completion, or until interrupted() (lib/util/interrupt.h) is set
@@ -105,8 +118,17 @@ private:
     void create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos pos_min, llama_pos pos_max);
     void decode_batch(std::vector<batch_tok> & batch);
     void post_decode(const std::vector<batch_tok> & batch, size_t off, size_t n);
-    std::vector<saved_cells> seq_saved_cells(llama_seq_id s, bool swa_only) const;
-    size_t seq_state_bytes(const std::vector<saved_cells> & cells, bool swa_only) const;
+    bool sample_token(slot_t & s);
+    // speculative decoding (server_spec.cpp)
+    void mem_seq_rm(int slot, llama_pos p0, llama_pos p1);
+    void mem_seq_add(int slot, llama_pos p0, llama_pos p1, llama_pos delta);
+    void draft_tokens(std::vector<batch_tok> & batch);
+    int draft_decode(const std::vector<std::pair<int, llama_pos>> & toks);
+    void draft_mirror(const llama_batch_in & b);
+    void verify_draft(slot_t & s);
+    void fail_cut_drafts(size_t off, size_t n);
+    std::vector<saved_cells> seq_saved_cells(const context & ctx, llama_seq_id s, bool swa_only) const;
+    size_t seq_state_bytes(const context & ctx, const std::vector<saved_cells> & cells, bool swa_only) const;
     bool any_processing() const;
     long next_line() { return ++op_line_; }
 
@@ -127,6 +149,12 @@ private:
     step_timer timer_;               // the one step-time computation per decode call; advances clock_
     ubatch_work_collector work_;     // the running decode call's placed ubatches, in front of the caller's observer
     llama_batch_in decode_buf_;      // reused by decode_batch: one llama_decode input per step, capacity kept
+    // speculative decoding: the draft's door, timer and placed ubatches; per drafted position P(accepted | the ones before were)
+    op_runner * draft_run_ = nullptr;
+    std::unique_ptr<step_timer> draft_timer_;
+    std::optional<ubatch_work_collector> draft_work_;
+    std::vector<double> accept_draws_;
+    llama_batch_in draft_buf_;
     long op_line_ = 0;
     int64_t n_released_ = 0;
     size_t n_finished_ = 0;

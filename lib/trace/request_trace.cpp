@@ -208,6 +208,14 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
             r.n_predict = json_count(j, "n_predict", file, r.line);
             if (*r.n_predict < -1) throw input_error(file, r.line, std::to_string(*r.n_predict), "n_predict must be >= -1 (-1 = no limit)");
         }
+        if (j.contains("seed")) {
+            const auto & s = j["seed"];
+            // llama-server reads a uint32; 4294967295 is LLAMA_DEFAULT_SEED (a random seed: no replay could follow it)
+            if (!s.is_number_unsigned() || s.get<uint64_t>() >= 0xFFFFFFFFull) {
+                throw input_error(file, r.line, excerpt(json_text(s)), "seed must be an integer in [0, 4294967294]");
+            }
+            r.seed = (uint32_t) s.get<uint64_t>();
+        }
         t.requests.push_back(std::move(r));
     }
 }

@@ -16,7 +16,8 @@ enum class request_format { azure, mooncake, burstgpt };
 // ids of the request's consecutive 512-token prompt blocks, equal ids = shareable prefix KV.
 // `line` is the 1-based source line. n_predict (Mooncake form only, optional): the generation limit the request
 // sends, -1 = none (llama-server's -n then applies); absent = the request's limit is n_gen. n_gen is then the
-// length it generates unlimited (where it would stop by itself).
+// length it generates unlimited (where it would stop by itself). seed (Mooncake form only, optional): the request's
+// sampling seed, which seeds llama-server's synthetic draft acceptance; absent = its 0-based index in the trace.
 struct request {
     long line = 0;
     double arrival_s = 0.0;
@@ -24,6 +25,7 @@ struct request {
     int32_t n_gen = 0;
     std::vector<uint64_t> hash_ids;
     std::optional<int32_t> n_predict;
+    std::optional<uint32_t> seed;
 };
 
 struct request_trace {

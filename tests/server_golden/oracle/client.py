@@ -6,11 +6,18 @@ kvsim's request traces have and it does not read:
                    applies) instead of its output_length. The oracle's requests ignore EOS, so output_length
                    cannot end them: a scenario gives such requests an output_length at least their limit.
 
+  "seed": S        the request's sampling seed (default: its index in the trace, 0-based): llama-server seeds a
+                   slot's synthetic draft acceptance (--spec-synth-rates, --spec-synth-len) with it; without one it
+                   would draw from std::random_device and no two recordings would agree. Sent with every request.
+  results          add "draft_n" and "draft_n_accepted" (the response's timings) when the server speculated.
+
 Everything else is the shared client's, unchanged. Run by record.sh in this folder.
 """
 import importlib.util
 import json
 import os
+import queue
+import threading
 
 ORACLE_DIR = os.environ["ORACLE_DIR"]
 spec = importlib.util.spec_from_file_location("oracle_client", os.path.join(ORACLE_DIR, "client.py"))
@@ -35,5 +42,52 @@ def read_trace(path, limit):
 
 oracle.read_trace = read_trace
 
+SEEDS = {}            # request index -> "seed" of its trace line
+_tls = threading.local()
+
+
+def read_seeds(path):
+    with open(path, encoding="utf-8-sig") as f:
+        lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+    if lines and lines[0].startswith("{"):
+        for i, ln in enumerate(lines):
+            o = json.loads(ln)
+            if "seed" in o:
+                SEEDS[i] = int(o["seed"])
+
+
+class _Events(queue.Queue):
+    """The client's event queue: a request's result gets the draft counts its HTTP thread read."""
+
+    def put(self, item, *a, **k):
+        if item[0] == "D" and getattr(_tls, "draft", None):
+            item[2].update(_tls.draft)
+        super().put(item, *a, **k)
+
+
+class Client(oracle.Client):
+    def __init__(self, a):
+        super().__init__(a)
+        self.ev = _Events()
+
+    def request(self, i, prompt, n_gen):
+        _tls.i, _tls.draft = i, None
+        super().request(i, prompt, n_gen)
+
+    def http(self, path, body=None, timeout=3600):
+        if path == "/completion" and body is not None:
+            body = dict(body, seed=SEEDS.get(_tls.i, _tls.i))
+        out = super().http(path, body, timeout)
+        if path == "/completion":
+            t = json.loads(out).get("timings", {})
+            if "draft_n" in t:
+                _tls.draft = {"draft_n": t["draft_n"], "draft_n_accepted": t.get("draft_n_accepted")}
+        return out
+
+
+oracle.Client = Client
+
 if __name__ == "__main__":
+    import sys
+    read_seeds(sys.argv[-1])
     oracle.main()

@@ -13,4 +13,9 @@ trap 'rm -rf "$tmp"' EXIT
 # run.sh and record.sh find client.py and run.sh beside themselves: copies, next to this client
 cp "$ORACLE_DIR/run.sh" "$ORACLE_DIR/record.sh" "$tmp/"
 cp "$HERE/client.py" "$tmp/client.py"
+# Speculative decoding (-md): draft_ops.so in front of the shared shim keeps the draft context's calls out of
+# ops.csv and writes them to draft.ops.csv (draft_ops.c; patch_oracle.py adapts the copies).
+cc -O2 -shared -fPIC -o "$tmp/draft_ops.so" "$HERE/draft_ops.c" -ldl -lpthread
+export SHIM="$tmp/draft_ops.so:${SHIM:-${WORK:-/tmp/server-oracle-work}/shim.so}"
+python3 "$HERE/patch_oracle.py" "$tmp/run.sh" "$tmp/record.sh"
 "$tmp/record.sh" "$@"

@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Adapts copies of the server oracle's run.sh and record.sh for speculative decoding scenarios (record.sh here calls
+it): run.sh resolves -md like -m, accepts SHIM as a preload list (draft_ops.so in front of shim.so) and points
+draft_ops.so at OUT/draft.ops.csv; record.sh checks draft.ops.csv for determinism like ops.csv and keeps it as
+expected/NAME.draft.ops.csv. Each edit must apply: a changed oracle script stops the recording here."""
+import sys
+
+
+def patch(path, edits):
+    s = open(path).read()
+    for old, new in edits:
+        if old not in s:
+            sys.exit("patch_oracle.py: %s no longer holds %r" % (path, old))
+        s = s.replace(old, new)
+    open(path, "w").write(s)
+
+
+run, rec = sys.argv[1], sys.argv[2]
+patch(run, [
+    ('[ -x "$SERVER" ] && [ -f "$SHIM" ]', '[ -x "$SERVER" ] && [ -f "${SHIM##*:}" ]'),
+    ('if [ "$1" = "-m" ] || [ "$1" = "--model" ]; then',
+     'if [ "$1" = "-m" ] || [ "$1" = "--model" ] || [ "$1" = "-md" ]; then\n    flag="$1"'),
+    ('ARGS+=(-m "$m"); shift 2', 'ARGS+=("$flag" "$m"); shift 2'),
+    ('SHIM_OPS="$OUT/ops.csv"', 'SHIM_DRAFT_OPS="$OUT/draft.ops.csv" SHIM_OPS="$OUT/ops.csv"'),
+    ('rm -f "$OUT"/ops.csv', 'rm -f "$OUT"/draft.ops.csv "$OUT"/ops.csv'),
+])
+patch(rec, [
+    ('  cmp -s "$R/a/results.jsonl" "$R/b/results.jsonl" || same=no\n',
+     '  cmp -s "$R/a/results.jsonl" "$R/b/results.jsonl" || same=no\n'
+     '  if [ -f "$R/a/draft.ops.csv" ]; then cmp -s "$R/a/draft.ops.csv" "$R/b/draft.ops.csv" || same=no; fi\n'),
+    ('    cp "$R/a/results.jsonl" "$SDIR/expected/$n.results.jsonl"\n',
+     '    cp "$R/a/results.jsonl" "$SDIR/expected/$n.results.jsonl"\n'
+     '    if [ -f "$R/a/draft.ops.csv" ]; then cp "$R/a/draft.ops.csv" "$SDIR/expected/$n.draft.ops.csv"; fi\n'),
+])
