@@ -6,8 +6,10 @@
 //   - calls on any other context (the draft's) go straight to libllama and, once the server's main loop runs, are
 //     written to $SHIM_DRAFT_OPS in the same CSV form (decode rows: consecutive tokens with the same seq set and
 //     contiguous positions; label = the draft context's decode call number).
-// A state restore into the draft context (llama_state_seq_set_data_ext: the RAM prompt cache or a checkpoint) has
-// no record here: the recording aborts rather than write an op trace that misses it.
+// A state restore into the draft context (llama_state_seq_set_data_ext: the RAM prompt cache) is written as the shared
+// shim writes one: "rm DEST -1 -1" and decode rows labelled R<n>.<k> holding the saved positions in cell order, cut at
+// n_ubatch. Only whole-state restores of a model without SWA layers: anything else aborts the recording rather than
+// write an op trace that misses it.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -223,6 +225,35 @@ void llama_memory_clear(llama_memory_t mem, bool data) {
     pthread_mutex_unlock(&g_mu);
 }
 
+// The saved positions of a state blob, in cell order (llama_kv_cache::state_write: u32 magic, i32 seq, u32 n_stream,
+// per stream u32 cell_count, cell_count x (i32 pos, u32 n_seq_id, n_seq_id x i32), then the K/V data, which is
+// skipped). Returns the number of positions, or -1 when the blob is not one such cache section.
+static long blob_positions(const uint8_t * p, size_t n, llama_pos * pos, long cap) {
+    size_t o = 8;   // magic, seq id
+    uint32_t v = 0, n_stream = 0;
+    long n_pos = 0;
+    if (n < 12 || (memcpy(&v, p, 4), v != 0xaf143cd8u)) return -1;
+    memcpy(&n_stream, p + o, 4);
+    o += 4;
+    for (uint32_t st = 0; st < n_stream; ++st) {
+        uint32_t cc = 0;
+        if (o + 4 > n) return -1;
+        memcpy(&cc, p + o, 4);
+        o += 4;
+        for (uint32_t i = 0; i < cc; ++i) {
+            int32_t ps;
+            uint32_t ns;
+            if (o + 8 > n || n_pos >= cap) return -1;
+            memcpy(&ps, p + o, 4);
+            memcpy(&ns, p + o + 4, 4);
+            o += 8 + 4 * (size_t) ns;
+            pos[n_pos++] = ps;
+        }
+        if (cc) break;   // the first stream with cells (a slot's sequence lives in one stream); its data follows
+    }
+    return n_pos;
+}
+
 size_t llama_state_seq_set_data_ext(struct llama_context * ctx, const uint8_t * src, size_t size, llama_seq_id dest,
                                     uint32_t flags) {
     typedef size_t (*fn)(struct llama_context *, const uint8_t *, size_t, llama_seq_id, uint32_t);
@@ -230,13 +261,45 @@ size_t llama_state_seq_set_data_ext(struct llama_context * ctx, const uint8_t * 
         NEXT(fn, "llama_state_seq_set_data_ext");
         return next_(ctx, src, size, dest, flags);
     }
-    pthread_mutex_lock(&g_mu);
-    const bool recording = out() != NULL;
-    pthread_mutex_unlock(&g_mu);
-    if (recording) {
-        fprintf(stderr, "draft_ops: a state restore into the draft context (seq %d) has no op-trace record here\n", dest);
-        abort();
-    }
+    typedef int32_t (*n_swa_t)(const void *);
+    typedef const void * (*get_model_t)(const struct llama_context *);
+    typedef uint32_t (*n_ubatch_t)(const struct llama_context *);
     REAL(fn, "llama_state_seq_set_data_ext");
+    static n_swa_t n_swa;
+    static get_model_t get_model;
+    static n_ubatch_t n_ubatch;
+    if (!n_swa) {
+        n_swa = (n_swa_t) real("llama_model_n_swa");
+        get_model = (get_model_t) real("llama_get_model");
+        n_ubatch = (n_ubatch_t) real("llama_n_ubatch");
+    }
+    enum { CAP = 1 << 20 };
+    static llama_pos pos[CAP];
+    pthread_mutex_lock(&g_mu);
+    FILE * f = out();
+    if (f) {
+        const long n_pos = blob_positions(src, size, pos, CAP);
+        if (flags != 0 || dest < 0 || n_swa(get_model(ctx)) > 0 || n_pos < 0) {
+            fprintf(stderr, "draft_ops: a draft-context restore this recorder cannot write (seq %d, flags %u, %ld cells)\n",
+                    dest, flags, n_pos);
+            abort();
+        }
+        static long n_restores;
+        ++n_restores;
+        fprintf(f, ",rm,%d,,-1,-1,,\n", dest);
+        const long chunk = n_ubatch(ctx) ? (long) n_ubatch(ctx) : n_pos;
+        for (long o = 0, k = 0; o < n_pos; o += chunk, ++k) {
+            // decode rows of one chunk: runs of contiguous positions
+            const long end = o + chunk < n_pos ? o + chunk : n_pos;
+            for (long i = o; i < end;) {
+                long j = i + 1;
+                while (j < end && pos[j] == pos[j - 1] + 1) ++j;
+                fprintf(f, "R%ld.%ld,decode,%d,%ld,%d,,,\n", n_restores, k, dest, j - i, pos[i]);
+                i = j;
+            }
+        }
+        fflush(f);
+    }
+    pthread_mutex_unlock(&g_mu);
     return real_(ctx, src, size, dest, flags);
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Adapts copies of the server oracle's run.sh and record.sh for speculative decoding scenarios (record.sh here calls
 it): run.sh resolves -md like -m, accepts SHIM as a preload list (draft_ops.so in front of shim.so) and points
-draft_ops.so at OUT/draft.ops.csv; record.sh checks draft.ops.csv for determinism like ops.csv and keeps it as
-expected/NAME.draft.ops.csv. Each edit must apply: a changed oracle script stops the recording here."""
+draft_ops.so at OUT/draft.ops.csv; record.sh checks draft.ops.csv for determinism like ops.csv, keeps it as
+expected/NAME.draft.ops.csv, and with --check compares it with that file. Each edit must apply: a changed oracle script stops the recording here."""
 import sys
 
 
@@ -28,6 +28,10 @@ patch(rec, [
     ('  cmp -s "$R/a/results.jsonl" "$R/b/results.jsonl" || same=no\n',
      '  cmp -s "$R/a/results.jsonl" "$R/b/results.jsonl" || same=no\n'
      '  if [ -f "$R/a/draft.ops.csv" ]; then cmp -s "$R/a/draft.ops.csv" "$R/b/draft.ops.csv" || same=no; fi\n'),
+    ('    cmp -s "$R/a/ops.csv" "$SDIR/expected/$n.ops.csv" || same="no(expected)"\n',
+     '    cmp -s "$R/a/ops.csv" "$SDIR/expected/$n.ops.csv" || same="no(expected)"\n'
+     '    if [ -f "$R/a/draft.ops.csv" ] || [ -f "$SDIR/expected/$n.draft.ops.csv" ]; then\n'
+     '      cmp -s "$R/a/draft.ops.csv" "$SDIR/expected/$n.draft.ops.csv" || same="no(expected)"; fi\n'),
     ('    cp "$R/a/results.jsonl" "$SDIR/expected/$n.results.jsonl"\n',
      '    cp "$R/a/results.jsonl" "$SDIR/expected/$n.results.jsonl"\n'
      '    if [ -f "$R/a/draft.ops.csv" ]; then cp "$R/a/draft.ops.csv" "$SDIR/expected/$n.draft.ops.csv"; fi\n'),
