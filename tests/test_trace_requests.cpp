@@ -146,6 +146,23 @@ TEST_CASE("Mooncake n_predict: the limit a request sends, absent when it sends i
     }
 }
 
+TEST_CASE("Mooncake seed: the request's sampling seed, a uint32 below LLAMA_DEFAULT_SEED") {
+    const std::string path = scratch("seed.jsonl", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [0]}\n"
+                                                   "{\"timestamp\": 1, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [1], \"seed\": 0}\n"
+                                                   "{\"timestamp\": 2, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [2], \"seed\": 4294967294}\n");
+    const request_trace t = read_request_trace(path);
+    REQUIRE(t.requests.size() == 3);
+    CHECK(!t.requests[0].seed);
+    CHECK(t.requests[1].seed == 0u);
+    CHECK(t.requests[2].seed == 4294967294u);
+    for (const char * bad : {"-1", "1.5", "\"4\"", "4294967295", "4294967296", "null"}) {
+        CAPTURE(bad);
+        const std::string p = scratch("seed_bad.jsonl", std::string("{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 3, "
+                                                                    "\"hash_ids\": [0], \"seed\": ") + bad + "}\n");
+        CHECK_THROWS_AS(read_request_trace(p), input_error);
+    }
+}
+
 TEST_CASE("rate scale: arrivals divided by the scale, order and lengths kept") {
     const std::string path = scratch("rate.jsonl", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 3, \"hash_ids\": [0]}\n"
                                                    "{\"timestamp\": 1000, \"input_length\": 20, \"output_length\": 4, \"hash_ids\": [1]}\n"

@@ -472,7 +472,7 @@ const flag_names & replay_cli::flags_of_fields() {
         // spec_params
         {"spec_type", "--spec-type"}, {"model_draft", "-md"}, {"spec_draft_n_max", "--spec-draft-n-max"},
         {"spec_draft_p_min", "--spec-draft-p-min"}, {"spec_synth_rates", "--spec-synth-rates"},
-        {"spec_synth_len", "--spec-synth-len"},
+        {"spec_synth_len", "--spec-synth-len"}, {"type_k_draft", "-ctkd"}, {"type_v_draft", "-ctvd"},
         // rope_scaling
         {"rope_scaling", "--rope-scaling"}, {"rope_scale", "--rope-scale"}, {"rope_freq_base", "--rope-freq-base"},
         {"rope_freq_scale", "--rope-freq-scale"}, {"yarn_orig_ctx", "--yarn-orig-ctx"}, {"yarn_ext_factor", "--yarn-ext-factor"},

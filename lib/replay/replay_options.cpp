@@ -72,12 +72,39 @@ void check_device(const device_profile & d) {
 }
 }  // namespace
 
+namespace {
+// -md: the draft model's shape, its K/V types on the target's context, and the vocabulary test llama-server makes
+// before it speculates (common/speculative.cpp: common_speculative_are_compatible, as far as presets say it).
+void check_draft(const replay_options & o) {
+    const model_shape & d = *o.draft_model;
+    check_model(d, o.ctx);
+    if (!o.ctx.flash_attn && ggml_is_quantized(o.type_v_draft)) {
+        throw option_error({"type_v_draft", "flash_attn"}, fmt::format("type_v_draft {}: a quantized V cache requires Flash "
+                                                                       "Attention (flash_attn on)", ggml_type_name(o.type_v_draft)));
+    }
+    for (const auto & [field, t] : {std::pair{"type_k_draft", o.type_k_draft}, std::pair{"type_v_draft", o.type_v_draft}}) {
+        if (d.head_dim % ggml_blck_size(t) != 0) {
+            throw option_error({field}, fmt::format("{} {}: its block size {} does not divide the draft model's head size {}", field,
+                                                    ggml_type_name(t), ggml_blck_size(t), d.head_dim));
+        }
+    }
+    const int64_t dv = (int64_t) o.model.n_vocab - (int64_t) d.n_vocab;
+    if (o.server.spec.enabled() && (o.model.add_bos != d.add_bos || (o.model.n_vocab && d.n_vocab && std::abs(dv) > 128))) {
+        throw option_error({"model_draft"}, fmt::format("model_draft {}: its vocabulary ({} tokens{}) does not match {}'s ({}{}): "
+                                                        "llama-server refuses to speculate with it", d.name, d.n_vocab,
+                                                        d.add_bos ? ", BOS" : "", o.model.name, o.model.n_vocab,
+                                                        o.model.add_bos ? ", BOS" : ""));
+    }
+}
+}  // namespace
+
 void replay_options::validate() const {
     check_model(model, ctx);
     if (!(std::isfinite(rate_scale) && rate_scale > 0)) {
         throw option_error({"rate_scale"}, fmt::format("rate_scale must be a finite number > 0, got {}", rate_scale));
     }
     server.validate();
+    if (draft_model) check_draft(*this);
     ctx.rope.validate();
     (void) n_ctx_train_after_init(model, ctx.rope);   // its range
     check_device(device);

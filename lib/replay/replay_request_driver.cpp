@@ -84,6 +84,27 @@ json weights_json(const step_time_model & tm) {
 
 std::string mib(size_t b) { return fmt::format("{:.2f} MiB", (double) b / (1024.0 * 1024.0)); }
 
+// summary.json's server.speculative (with -md): the options as the run applied them.
+json spec_json(const replay_options & opt) {
+    const spec_params & s = opt.server.spec;
+    return {{"draft_model", opt.draft_model->name}, {"type", s.draft_simple ? "draft-simple" : "none"},
+            {"speculating", s.enabled()}, {"n_max", s.n_max}, {"n_min", s.n_min},
+            {"acceptance_rates", s.acceptance_rates()},
+            {"cache_type_k_draft", ggml_type_name(opt.type_k_draft)}, {"cache_type_v_draft", ggml_type_name(opt.type_v_draft)}};
+}
+
+// The terminal's "speculative decoding" row (with -md).
+std::string spec_line(const replay_options & opt, const server_totals & tt) {
+    if (!opt.server.spec.enabled()) {
+        return fmt::format("off: -md {} without --spec-type draft-simple (llama-server loads the draft model and drops it; "
+                           "its memory still counts in the fit)", opt.draft_model->name);
+    }
+    const double rate = tt.drafted_tokens ? (double) tt.accepted_tokens / (double) tt.drafted_tokens : 0.0;
+    return fmt::format("draft {} (K/V {}/{}): {} tokens drafted, {} accepted ({:.1f} %), {} draft decode calls",
+                       opt.draft_model->name, ggml_type_name(opt.type_k_draft), ggml_type_name(opt.type_v_draft),
+                       tt.drafted_tokens, tt.accepted_tokens, 100.0 * rate, tt.draft_decode_calls);
+}
+
 std::string ram_cache_line(const replay_options & opt, const json & rc) {
     if (opt.server.cache_ram_mib == 0) return "off (--cache-ram 0)";
     return fmt::format("{} saves, {} restores ({} cells), {} idle-slot clears, peak {} states / {:.1f} MiB",
@@ -248,6 +269,10 @@ public:
         const json lat = latency_summary(sim_->results());
         const json load = load_summary(sim_->results(), ctx.params().n_seq_max);
         json totals = request_totals_json(trace_, tt, ctx);
+        if (opt_.server.spec.enabled()) {
+            totals["speculative"] = {{"drafted_tokens", tt.drafted_tokens}, {"accepted_tokens", tt.accepted_tokens},
+                                     {"draft_decode_calls", tt.draft_decode_calls}};
+        }
         totals["host_copies"] = {{"bytes", sim_->timer().host_copy_bytes()}, {"seconds", sim_->timer().host_copy_seconds()},
                                  {"host_link_gbs", tm.device.host_link_gbs}};
         replay_report rep;
@@ -264,10 +289,20 @@ public:
                        {"bookkeeping_tokens_per_second",
                         wall > 0 ? (double) (tt.prompt_tokens_decoded + tt.gen_tokens_decoded) / wall : 0}};
         if (tt.interrupted) rep.summary["interrupted"] = {{"at_step", tt.steps}, {"sim_seconds", tt.sim_seconds}};
+        if (opt_.draft_model) rep.summary["server"]["speculative"] = spec_json(opt_);
         rep.rows = request_terminal_rows(opt_, *sim_, ctx, totals, lat, occ);
+        if (opt_.draft_model) {
+            const auto at = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto & r) { return r.first == "cache reuse"; });
+            rep.rows.insert(at == rep.rows.end() ? at : at + 1, {"speculative decoding", spec_line(opt_, tt)});
+        }
         // right under the simulated times: why they may not hold
-        const auto warnings = profile_warnings(tm.device, ctx.model(), tm.weights_name(),
-                                               {kv_types_name(ctx.params().type_k, ctx.params().type_v)}, ctx.params().flash_attn);
+        auto warnings = profile_warnings(tm.device, ctx.model(), tm.weights_name(),
+                                         {kv_types_name(ctx.params().type_k, ctx.params().type_v)}, ctx.params().flash_attn);
+        if (opt_.server.spec.enabled()) {
+            warnings.push_back(fmt::format("the draft model's decode calls are timed by the same profile with {}'s shape and "
+                                           "{} weights; no validation covers speculative decoding", opt_.draft_model->name,
+                                           tm.weights_name()));
+        }
         if (!warnings.empty()) rep.summary["time_model_warnings"] = warnings;
         const auto sim = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto & r) { return r.first == "time accuracy"; });
         size_t at = sim == rep.rows.end() ? rep.rows.size() : (size_t) (sim - rep.rows.begin()) + 1;

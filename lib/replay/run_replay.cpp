@@ -30,8 +30,22 @@ std::string context_line(const context & ctx) {
 }
 
 memory_breakdown replay_memory(const replay_options & opt, const context_params & p, const context_sizes & s, bool request_trace) {
-    const double weights = model_weight_bytes(opt.model, opt.weights ? *opt.weights : parse_weight_file_type("f16")).file_bytes();
-    return compute_memory_breakdown(opt.model, p, s, weights, request_trace ? opt.server.cache_ram_mib : 0);
+    const weight_file_type & wt = opt.weights ? *opt.weights : parse_weight_file_type("f16");
+    memory_breakdown b = compute_memory_breakdown(opt.model, p, s, model_weight_bytes(opt.model, wt).file_bytes(),
+                                                  request_trace ? opt.server.cache_ram_mib : 0);
+    if (request_trace && opt.draft_model) {
+        // -md: llama-server fits the draft model and its context (the target's parameters, the draft's K/V types)
+        // together with the target (common_init_result: common_fit_extra_model), whether or not it speculates
+        context_params pd = p;
+        pd.type_k = opt.type_k_draft;
+        pd.type_v = opt.type_v_draft;
+        const memory_breakdown d = compute_memory_breakdown(*opt.draft_model, pd, compute_context_sizes(*opt.draft_model, pd),
+                                                            model_weight_bytes(*opt.draft_model, wt).file_bytes(), 0);
+        b.model += d.model;
+        b.context += d.context;
+        b.compute += d.compute;
+    }
+    return b;
 }
 
 std::string memory_line(const memory_breakdown & b) {

@@ -36,7 +36,8 @@ replay_result run_replay_quiet(const replay_options & opt);
 
 // The replay's memory as llama.cpp and llama-server would allocate it (kv/memory_breakdown.h):
 // the weights in opt.weights' type (f16 when absent), K/V and buffers of a context with params p and sizes s, and for a
-// request trace the server's --cache-ram (an op trace has no server: 0).
+// request trace the server's --cache-ram (an op trace has no server: 0) and, with -md, the draft model's weights (in the
+// same type), K/V and compute buffer, which llama-server fits together with the target's.
 memory_breakdown replay_memory(const replay_options & opt, const context_params & p, const context_sizes & s, bool request_trace);
 // The terminal's "memory" row: "device X GiB = weights + K/V + compute; host: ...".
 std::string memory_line(const memory_breakdown & b);

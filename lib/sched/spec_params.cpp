@@ -44,7 +44,7 @@ void spec_params::validate() const {
                                      "spec_synth_rates P0,P1,... (one per drafted position) or spec_synth_len L");
     }
     if (p_min != 0.0f) {
-        refuse({"spec_draft_p_min"}, fmt::format("spec_draft_p_min {}: a draft that stops where the draft model is less "
+        refuse({"spec_draft_p_min", "spec_draft_n_max"}, fmt::format("spec_draft_p_min {}: a draft that stops where the draft model is less "
                                                  "confident is not modelled (kvsim drafts spec_draft_n_max tokens, as "
                                                  "llama-server does with the default 0)", p_min));
     }
