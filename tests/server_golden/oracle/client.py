@@ -10,6 +10,9 @@ kvsim's request traces have and it does not read:
                    slot's synthetic draft acceptance (--spec-synth-rates, --spec-synth-len) with it; without one it
                    would draw from std::random_device and no two recordings would agree. Sent with every request.
   results          add "draft_n" and "draft_n_accepted" (the response's timings) when the server speculated.
+  ORACLE_CLIENT    a scenario's "client:" line (record.sh): "no-ban" sends no logit_bias, so that the target's greedy
+                   token is the one a draft model equal to it proposes (speculative decoding with acceptance 1); only
+                   for traces whose prompts share nothing (generated tokens may then equal prompt tokens).
 
 Everything else is the shared client's, unchanged. Run by record.sh in this folder.
 """
@@ -77,6 +80,8 @@ class Client(oracle.Client):
     def http(self, path, body=None, timeout=3600):
         if path == "/completion" and body is not None:
             body = dict(body, seed=SEEDS.get(_tls.i, _tls.i))
+            if "no-ban" in os.environ.get("ORACLE_CLIENT", "").split():
+                del body["logit_bias"]
         out = super().http(path, body, timeout)
         if path == "/completion":
             t = json.loads(out).get("timings", {})

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Adapts copies of the server oracle's run.sh and record.sh for speculative decoding scenarios (record.sh here calls
 it): run.sh resolves -md like -m, accepts SHIM as a preload list (draft_ops.so in front of shim.so) and points
-draft_ops.so at OUT/draft.ops.csv; record.sh checks draft.ops.csv for determinism like ops.csv, keeps it as
+draft_ops.so at OUT/draft.ops.csv; record.sh passes a scenario's "client:" line to client.py (ORACLE_CLIENT), checks draft.ops.csv for determinism like ops.csv, keeps it as
 expected/NAME.draft.ops.csv, and with --check compares it with that file. Each edit must apply: a changed oracle script stops the recording here."""
 import sys
 
@@ -25,6 +25,10 @@ patch(run, [
     ('rm -f "$OUT"/ops.csv', 'rm -f "$OUT"/draft.ops.csv "$OUT"/ops.csv'),
 ])
 patch(rec, [
+    # a scenario's "client:" line (e.g. no-ban) reaches client.py as ORACLE_CLIENT
+    ('  tr="$SDIR/$(get trace "$n")"; arr="$(get arrivals "$n")"; srv="$(get server "$n")"\n',
+     '  tr="$SDIR/$(get trace "$n")"; arr="$(get arrivals "$n")"; srv="$(get server "$n")"\n'
+     '  export ORACLE_CLIENT="$(get client "$n")"\n'),
     ('  cmp -s "$R/a/results.jsonl" "$R/b/results.jsonl" || same=no\n',
      '  cmp -s "$R/a/results.jsonl" "$R/b/results.jsonl" || same=no\n'
      '  if [ -f "$R/a/draft.ops.csv" ]; then cmp -s "$R/a/draft.ops.csv" "$R/b/draft.ops.csv" || same=no; fi\n'),
