@@ -152,12 +152,16 @@ struct kv_request {
     int slot = -1, prefix_reused = 0, n_gen = 0;
     std::string outcome, error;
     int draft_n = -1, draft_n_accepted = -1;   // speculative decoding's two columns (-1: none)
+    long cmpl_of = -1;                          // an extra completion (n_cmpl) of this request
 };
 
 std::vector<kv_request> read_requests_csv(const std::string & path) {
     std::ifstream in(path);
     std::string l;
     std::getline(in, l);
+    // the columns some runs add after "error" (draft_n, draft_n_accepted, cmpl_of)
+    const auto extra = split(l.substr(l.find(",error") + 6), ',');
+    const auto col = [&](const char * name) { return (long) (std::find(extra.begin(), extra.end(), name) - extra.begin()); };
     std::vector<kv_request> v;
     while (std::getline(in, l)) {
         const auto q = l.find('"');
@@ -169,16 +173,40 @@ std::vector<kv_request> read_requests_csv(const std::string & path) {
         r.prefix_reused = std::stoi(f[6]);
         r.outcome = f[16];
         r.error = q == std::string::npos ? "" : l.substr(q + 1, l.rfind('"') - q - 1);
-        if (const auto tail = split(l.substr(l.rfind('"') + 1), ','); q != std::string::npos && tail.size() == 3) {
-            r.draft_n = std::stoi(tail[1]);
-            r.draft_n_accepted = std::stoi(tail[2]);
+        const auto tail = split(l.substr(l.rfind('"') + 1), ',');
+        REQUIRE(tail.size() == extra.size());
+        if (col("draft_n") < (long) tail.size()) {
+            r.draft_n = std::stoi(tail[(size_t) col("draft_n")]);
+            r.draft_n_accepted = std::stoi(tail[(size_t) col("draft_n_accepted")]);
         }
+        if (col("cmpl_of") < (long) tail.size() && !tail[(size_t) col("cmpl_of")].empty()) r.cmpl_of = std::stol(tail[(size_t) col("cmpl_of")]);
         v.push_back(r);
     }
     return v;
 }
 
-// expected/NAME.results.jsonl against kvsim's requests.csv; returns the mismatches.
+// One completion the server reported (a results line, or one of its "completions") against kvsim's row.
+void compare_completion(const nlohmann::json & j, const kv_request & k, const std::string & who, std::vector<std::string> & bad) {
+    const bool trunc = j.at("truncated").get<bool>();
+    if (k.slot != j.at("slot").get<int>()) bad.push_back(who + "slot " + std::to_string(j["slot"].get<int>()) + " vs kvsim " + std::to_string(k.slot));
+    if (k.prefix_reused != j.at("cache_n").get<int>()) {
+        bad.push_back(who + "cache_n " + std::to_string(j["cache_n"].get<int>()) + " vs kvsim " + std::to_string(k.prefix_reused));
+    }
+    if (k.n_gen != j.at("predicted").get<int>()) {
+        bad.push_back(who + "predicted " + std::to_string(j["predicted"].get<int>()) + " vs kvsim " + std::to_string(k.n_gen));
+    }
+    if (k.outcome != (trunc ? "truncated" : "done")) bad.push_back(who + "truncated " + std::to_string(trunc) + " vs kvsim " + k.outcome);
+    // the server's timings carry them only when it drafted for the request
+    const int draft_n = j.value("draft_n", 0), accepted = j.value("draft_n_accepted", 0);
+    if (k.draft_n >= 0 && (k.draft_n != draft_n || k.draft_n_accepted != accepted)) {
+        bad.push_back(who + "draft_n " + std::to_string(draft_n) + " accepted " + std::to_string(accepted) + " vs kvsim " +
+                      std::to_string(k.draft_n) + " / " + std::to_string(k.draft_n_accepted));
+    }
+}
+
+// expected/NAME.results.jsonl against kvsim's requests.csv; returns the mismatches. A request with several completions
+// (n_cmpl) has them in "completions", the first its own; kvsim's rows of the others follow the trace's requests
+// (cmpl_of = the request), in order.
 std::vector<std::string> compare_results(const fs::path & results, const std::vector<kv_request> & kv) {
     std::vector<std::string> bad;
     std::ifstream in(results);
@@ -198,25 +226,25 @@ std::vector<std::string> compare_results(const fs::path & results, const std::ve
             std::string e = j["error"].get<std::string>();
             if (e.rfind("HTTP ", 0) == 0 && e.find(": ") != std::string::npos) e = e.substr(e.find(": ") + 2);
             if (k.outcome != "failed" || k.error != e) bad.push_back(who + "server error '" + e + "', kvsim " + k.outcome + " '" + k.error + "'");
+            n += (size_t) std::count_if(kv.begin(), kv.end(), [&](const kv_request & r) { return r.cmpl_of == (long) i; });
             continue;
         }
-        const bool trunc = j.at("truncated").get<bool>();
-        if (k.slot != j.at("slot").get<int>()) bad.push_back(who + "slot " + std::to_string(j["slot"].get<int>()) + " vs kvsim " + std::to_string(k.slot));
-        if (k.prefix_reused != j.at("cache_n").get<int>()) {
-            bad.push_back(who + "cache_n " + std::to_string(j["cache_n"].get<int>()) + " vs kvsim " + std::to_string(k.prefix_reused));
+        compare_completion(j, k, who, bad);
+        std::vector<const kv_request *> extra;
+        for (const auto & r : kv) {
+            if (r.cmpl_of == (long) i) extra.push_back(&r);
         }
-        if (k.n_gen != j.at("predicted").get<int>()) {
-            bad.push_back(who + "predicted " + std::to_string(j["predicted"].get<int>()) + " vs kvsim " + std::to_string(k.n_gen));
+        const size_t n_cmpl = j.contains("completions") ? j["completions"].size() : 1;
+        if (extra.size() + 1 != n_cmpl) {
+            bad.push_back(who + std::to_string(n_cmpl) + " completions, kvsim " + std::to_string(extra.size() + 1));
+            continue;
         }
-        if (k.outcome != (trunc ? "truncated" : "done")) bad.push_back(who + "truncated " + std::to_string(trunc) + " vs kvsim " + k.outcome);
-        // the server's timings carry them only when it drafted for the request
-        const int draft_n = j.value("draft_n", 0), accepted = j.value("draft_n_accepted", 0);
-        if (k.draft_n >= 0 && (k.draft_n != draft_n || k.draft_n_accepted != accepted)) {
-            bad.push_back(who + "draft_n " + std::to_string(draft_n) + " accepted " + std::to_string(accepted) + " vs kvsim " +
-                          std::to_string(k.draft_n) + " / " + std::to_string(k.draft_n_accepted));
+        for (size_t c = 1; c < n_cmpl; ++c) {
+            compare_completion(j["completions"][c], *extra[c - 1], who + "completion " + std::to_string(c) + ": ", bad);
         }
+        n += extra.size();
     }
-    if (n != kv.size()) bad.push_back("server answered " + std::to_string(n) + " requests, kvsim reports " + std::to_string(kv.size()));
+    if (n != kv.size()) bad.push_back("server answered " + std::to_string(n) + " completions, kvsim reports " + std::to_string(kv.size()));
     return bad;
 }
 

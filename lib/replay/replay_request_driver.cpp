@@ -266,8 +266,10 @@ public:
     replay_report report(const context & ctx, const occupancy_recorder & occ, double wall) override {
         const server_totals & tt = sim_->totals();
         const step_time_model & tm = sim_->timer().model();
-        const json lat = latency_summary(sim_->results());
-        const json load = load_summary(sim_->results(), ctx.params().n_seq_max);
+        // latencies and load are the trace's requests'; their extra completions (n_cmpl) are in requests.csv only
+        const std::vector<request_result> reqs(sim_->results().begin(), sim_->results().begin() + (long) trace_.requests.size());
+        const json lat = latency_summary(reqs);
+        const json load = load_summary(reqs, ctx.params().n_seq_max);
         json totals = request_totals_json(trace_, tt, ctx);
         if (opt_.server.spec.enabled()) {
             totals["speculative"] = {{"drafted_tokens", tt.drafted_tokens}, {"accepted_tokens", tt.accepted_tokens},

@@ -40,9 +40,10 @@ double request_tpot(const request_result & r) {
 }
 
 void write_requests_csv(std::ostream & out, const std::vector<request_result> & rs, bool speculative) {
+    const bool cmpl = std::any_of(rs.begin(), rs.end(), [](const request_result & r) { return r.parent >= 0; });
     out << "request,line,slot,n_prompt,n_gen_target,n_gen,prefix_reused,ram_restored_cells,context_shifts,arrival_s,"
            "admission_s,first_token_s,finish_s,queue_delay_s,ttft_s,tpot_s,outcome,error"
-        << (speculative ? ",draft_n,draft_n_accepted\n" : "\n");
+        << (speculative ? ",draft_n,draft_n_accepted" : "") << (cmpl ? ",cmpl_of\n" : "\n");
     row_writer w(out);
     for (size_t i = 0; i < rs.size(); ++i) {
         const auto & r = rs[i];
@@ -51,11 +52,9 @@ void write_requests_csv(std::ostream & out, const std::vector<request_result> & 
               opt_time{r.first_token}, opt_time{r.finish}, opt_time{r.admission < 0 ? -1 : r.admission - r.arrival},
               opt_time{r.first_token < 0 ? -1 : r.first_token - r.arrival}, opt_time{request_tpot(r)},
               request_outcome_name(r.outcome), r.error);
-        if (speculative) {
-            w.row(FMT_COMPILE(",{},{}\n"), r.n_drafted, r.n_draft_accepted);
-        } else {
-            w.row(FMT_COMPILE("\n"));
-        }
+        if (speculative) w.row(FMT_COMPILE(",{},{}"), r.n_drafted, r.n_draft_accepted);
+        if (cmpl) w.row(FMT_COMPILE(",{}"), r.parent >= 0 ? std::to_string(r.parent) : std::string());
+        w.row(FMT_COMPILE("\n"));
     }
 }
 

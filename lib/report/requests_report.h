@@ -12,7 +12,9 @@ namespace kvsim {
 // requests.csv: one row per request in trace order. Times in simulated seconds; queue_delay =
 // admission - arrival; ttft = first_token - arrival; tpot = (finish - first_token) / (n_gen - 1)
 // (empty when n_gen < 2 or the request failed); empty fields for events that did not happen.
-// speculative: two more columns, draft_n and draft_n_accepted (the server's timings of speculative decoding).
+// Columns only some runs have, at the end: speculative: draft_n and draft_n_accepted (the server's timings of
+// speculative decoding); when a result is an extra completion (n_cmpl > 1): cmpl_of, the request it belongs to
+// (empty for a request's own row).
 void write_requests_csv(std::ostream & out, const std::vector<request_result> & rs, bool speculative = false);
 
 // A request's time per output token: (finish - first_token) / (n_gen - 1); -1 when n_gen < 2, the

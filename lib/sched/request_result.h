@@ -25,6 +25,7 @@ struct request_result {
     int32_t n_shifts = 0;         // context shifts of this request
     int32_t n_drafted = 0;        // speculative decoding: tokens the draft model proposed (timings.draft_n)
     int32_t n_draft_accepted = 0; // of them accepted by the target (timings.draft_n_accepted)
+    long parent = -1;             // n_cmpl > 1: an extra completion of this request (its index in the trace); -1: a request
     double arrival = 0, admission = -1, first_token = -1, finish = -1;
     request_outcome outcome = request_outcome::pending;
     std::string error;

@@ -124,19 +124,35 @@ size_t server_sim::seq_state_bytes(const context & ctx, const std::vector<saved_
 void server_sim::enqueue_arrivals(const request_trace & t, size_t & next_arrival) {
     while (next_arrival < t.requests.size() &&
            (p_.arrivals == arrival_mode::saturate || t.requests[next_arrival].arrival_s <= clock_.now())) {
-        queue_.push_back(next_arrival++);
+        const size_t i = next_arrival++;
+        const size_t n_slots = slots_.size();
+        if ((size_t) t.requests[i].n_cmpl > n_slots) {
+            // the request's fields are checked before any task exists (server-schema.cpp: n_cmpl's hard limits)
+            request_result & r = results_[i];
+            r.outcome = request_outcome::failed;
+            r.error = fmt::format("Field 'n_cmpl': Value must be between 1 <= value <= {}, but got {}", n_slots, t.requests[i].n_cmpl);
+            r.finish = clock_.now();
+            ++n_finished_;
+            continue;
+        }
+        queue_.push_back(i);
     }
 }
 
 // process_single_task for a completion task: a slot, or the deferred queue; then, with
 // --cache-idle-slots, every idle slot is saved to the RAM cache and, unified, cleared.
 void server_sim::process_task(size_t task) {
-    slot_t * s = get_available_slot(trace_->requests[task]);
+    const request & rq = trace_->requests[task];
+    slot_t * s = get_available_slot(rq);
     if (!s) {
         deferred_.push_back(task);
         return;
     }
-    launch(*s, task);
+    if (rq.n_cmpl > 1 && !launch_children(*s, task)) {
+        deferred_.push_back(task);   // "not enough free slots for child tasks"
+        return;
+    }
+    launch(*s, task, task);
     if (p_.cache_idle_slots) cache_idle_slots();
 }
 
@@ -172,21 +188,27 @@ server_sim::slot_t * server_sim::get_available_slot(const request & rq) {
     return ret;
 }
 
-void server_sim::launch(slot_t & s, size_t task) {
+// launch_slot_with_task: slot s serves result `task` of trace request `req` (an extra completion waits for its parent).
+void server_sim::launch(slot_t & s, size_t task, size_t req) {
     request_result & r = results_[task];
     r.admission = clock_.now();
     if (p_.arrivals == arrival_mode::saturate) r.arrival = clock_.now();
     r.slot = s.id;
-    r.n_ram_restored = s.n_restored;
+    r.n_ram_restored = task == req ? s.n_restored : 0;
     s.task = (long) task;
-    s.st = slot_t::state::started;
+    s.req = (long) req;
+    s.child = task != req;
+    s.parent = !s.child && trace_->requests[req].n_cmpl > 1;
+    s.st = s.child ? slot_t::state::wait_other : slot_t::state::started;
     s.n_gen = 0;
     s.n_draft = 0;
-    const request & rq = trace_->requests[task];
+    const request & rq = trace_->requests[req];
     // the request sends its n_predict (its trace length when the trace has none); -1 leaves the server's -n
     const int32_t sent = rq.n_predict.value_or(rq.n_gen);
     s.n_predict_max = sent != -1 ? sent : p_.n_predict;
-    s.synth_rng.seed(rq.seed.value_or((uint32_t) task));
+    // an extra completion k (0-based) samples with the request's seed + k + 1 (server_task::add_child)
+    const uint32_t seed = rq.seed.value_or((uint32_t) req);
+    s.synth_rng.seed(s.child ? seed + (uint32_t) (task - first_child_[req]) + 1 : seed);
     s.truncated = false;
     s.i_batch = -1;
 }
@@ -263,12 +285,20 @@ void server_sim::release(slot_t & s, request_outcome o, const std::string & err)
     r.outcome = o;
     r.error = err;
     r.finish = clock_.now();
+    if (o == request_outcome::failed && (s.parent || s.child)) fail_completions(s, err);
+    const bool child = s.child;
     s.st = slot_t::state::idle;
     s.task = -1;
+    s.req = -1;
+    s.parent = s.child = s.cancel = false;
     s.i_batch = -1;
     s.n_draft = 0;   // server_slot::reset: spec_draft, spec_i_batch
     s.t_last_used = ++n_released_;
-    ++n_finished_;
+    if (child) {
+        prompt_clear(s);   // "do not keep context of the child slots - the parent's context is enough"
+    } else {
+        ++n_finished_;
+    }
     if (!deferred_.empty()) {
         queue_.push_front(deferred_.front());
         deferred_.pop_front();
@@ -288,7 +318,7 @@ bool server_sim::try_clear_idle_slots() {
 }
 
 void server_sim::context_shift(slot_t & s) {
-    const request & rq = trace_->requests[s.task];
+    const request & rq = trace_->requests[s.req];
     prompt_tokens & tok = s.prompt.tokens;
     // n_keep clamped to n_ctx_slot - 4; in 64 bits so that --keep INT32_MAX plus BOS clamps
     const int64_t n_keep64 = (int64_t) (p_.n_keep < 0 ? rq.n_prompt : p_.n_keep) + (run_.ctx().model().add_bos ? 1 : 0);
@@ -311,6 +341,10 @@ void server_sim::pre_decode(std::vector<batch_tok> & batch) {
         if (s.st != slot_t::state::generating || s.prompt.tokens.n + 1 < n_ctx_slot_) continue;
         if (!p_.context_shift) {
             release(s, request_outcome::failed, "context shift is disabled");
+            continue;
+        }
+        if (s.parent || s.child) {
+            release(s, request_outcome::failed, "context shift cannot be used for shared prompt");
             continue;
         }
         context_shift(s);
@@ -338,13 +372,13 @@ void server_sim::pre_decode(std::vector<batch_tok> & batch) {
 // the cached prefix (n_past), fall back to a checkpoint or to full reprocessing when the SWA cache
 // lost what the prefix needs, keep at least one token to evaluate. false = the slot was released.
 bool server_sim::start_prompt(slot_t & s) {
-    const request & rq = trace_->requests[s.task];
+    const request & rq = trace_->requests[s.req];
     request_result & r = results_[s.task];
     s.st = slot_t::state::processing_prompt;
     if (rq.n_prompt >= n_ctx_slot_) {
-        release(s, request_outcome::failed,
-                fmt::format("request ({} tokens) exceeds the available context size ({} tokens), try increasing it",
-                            rq.n_prompt, n_ctx_slot_));
+        const std::string err = fmt::format("request ({} tokens) exceeds the available context size ({} tokens), try increasing it",
+                                            rq.n_prompt, n_ctx_slot_);
+        release(s, request_outcome::failed, err);
         return false;
     }
     int32_t n_past = p_.cache_prompt ? s.prompt.tokens.common_prefix(rq, p_.block_tokens) : 0;
@@ -371,7 +405,7 @@ bool server_sim::start_prompt(slot_t & s) {
 // the slot's tokens there become the prompt's. Returns the new n_past. Upstream scans the cache one token at a time;
 // next_candidate skips the tokens that cannot match.
 int32_t server_sim::reuse_chunks(slot_t & s, int32_t n_past) {
-    const request & rq = trace_->requests[s.task];
+    const request & rq = trace_->requests[s.req];
     const prompt_tokens & tok = s.prompt.tokens;
     const int32_t block = p_.block_tokens;
     int32_t head_c = n_past, head_p = n_past;
@@ -396,7 +430,7 @@ int32_t server_sim::reuse_chunks(slot_t & s, int32_t n_past) {
 // restored checkpoint puts its saved cells back into the SWA cache (load_tgt with PARTIAL_ONLY);
 // for an iSWA model that restore has no op-trace form and is not recorded.
 int32_t server_sim::reuse_from_checkpoint(slot_t & s, int32_t n_past) {
-    const request & rq = trace_->requests[s.task];
+    const request & rq = trace_->requests[s.req];
     auto & cps = s.prompt.checkpoints;
     llama_pos pos_next = n_past;
     const bool has_new_tokens = n_past < rq.n_prompt;
@@ -432,7 +466,7 @@ int32_t server_sim::reuse_from_checkpoint(slot_t & s, int32_t n_past) {
 // to n_batch; with checkpoints (SWA models) the chunk also ends 4 + n_ubatch and 4 tokens before the
 // prompt's end, and a checkpoint is taken before a chunk near the end.
 void server_sim::add_prompt_chunk(slot_t & s, std::vector<batch_tok> & batch) {
-    const request & rq = trace_->requests[s.task];
+    const request & rq = trace_->requests[s.req];
     prompt_tokens & tok = s.prompt.tokens;
     const int32_t n_batch = (int32_t) run_.ctx().sizes().n_batch;
     const int32_t n_ubatch = (int32_t) run_.ctx().sizes().n_ubatch;
@@ -508,6 +542,7 @@ void server_sim::decode_batch(std::vector<batch_tok> & batch) {
         const uint64_t n_gen = rc == DECODE_OK ? n - n_prompt : 0;
         timer_.decode_done(rc, work_.work, n_prompt, n_gen);
         if (rc == DECODE_OK && draft_run_) draft_mirror(b);
+        if (rc == DECODE_OK) copy_to_children();
         if (rc == DECODE_OK) {
             totals_.prompt_tokens_decoded += n_prompt;
             totals_.gen_tokens_decoded += n_gen;
@@ -578,11 +613,19 @@ bool server_sim::sample_token(slot_t & s) {
 void server_sim::run(const request_trace & t, const std::function<void(size_t, size_t)> & progress) {
     trace_ = &t;
     results_.assign(t.requests.size(), {});
+    first_child_.assign(t.requests.size(), 0);
     for (size_t i = 0; i < t.requests.size(); ++i) {
         results_[i].line = t.requests[i].line;
         results_[i].n_prompt = t.requests[i].n_prompt;
         results_[i].n_gen_target = gen_target(t.requests[i], p_.n_predict);
         results_[i].arrival = t.requests[i].arrival_s;
+        // n_cmpl > 1: its extra completions' results after all the requests'
+        first_child_[i] = results_.size();
+        for (int32_t k = 1; k < t.requests[i].n_cmpl; ++k) {
+            request_result c = results_[i];
+            c.parent = (long) i;
+            results_.push_back(c);
+        }
     }
     work_.next = run_.observer();
     const scoped_decode_observer chained(run_, &work_);   // the caller's observer is back however run() ends
@@ -600,6 +643,7 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
         }
         // server_queue::start_loop: process_new_tasks(), then update_slots()
         enqueue_arrivals(t, next_arrival);
+        cancel_completions();
         while (!queue_.empty()) {
             const size_t task = queue_.front();
             queue_.pop_front();

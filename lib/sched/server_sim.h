@@ -102,7 +102,12 @@ private:
     void enqueue_arrivals(const request_trace & t, size_t & next_arrival);
     void process_task(size_t task);
     slot_t * get_available_slot(const request & rq);
-    void launch(slot_t & s, size_t task);
+    void launch(slot_t & s, size_t task, size_t req);
+    // n_cmpl (server_cmpl.cpp)
+    bool launch_children(slot_t & parent, size_t req);
+    void copy_to_children();
+    void fail_completions(const slot_t & failed, const std::string & err);
+    void cancel_completions();
     void cache_idle_slots();
     bool prompt_save(slot_t & s);
     void prompt_load(slot_t & s, const request & rq);
@@ -122,6 +127,7 @@ private:
     // speculative decoding (server_spec.cpp)
     void mem_seq_rm(int slot, llama_pos p0, llama_pos p1);
     void mem_seq_add(int slot, llama_pos p0, llama_pos p1, llama_pos delta);
+    void mem_seq_cp(int src, int dst, llama_pos p0, llama_pos p1);
     void draft_tokens(std::vector<batch_tok> & batch);
     int draft_decode(const std::vector<std::pair<int, llama_pos>> & toks);
     void draft_mirror(const llama_batch_in & b);
@@ -157,7 +163,8 @@ private:
     llama_batch_in draft_buf_;
     long op_line_ = 0;
     int64_t n_released_ = 0;
-    size_t n_finished_ = 0;
+    size_t n_finished_ = 0;          // requests finished (their extra completions not counted)
+    std::vector<size_t> first_child_;   // per request: the result index of its first extra completion (n_cmpl > 1)
 };
 
 }  // namespace kvsim

@@ -9,10 +9,14 @@ namespace kvsim {
 
 // server_slot: slot i owns sequence i.
 struct server_sim::slot_t {
-    enum class state { idle, started, processing_prompt, done_prompt, generating };
+    // wait_other: an extra completion (n_cmpl) waiting for its parent slot's prompt (SLOT_STATE_WAIT_OTHER)
+    enum class state { idle, started, wait_other, processing_prompt, done_prompt, generating };
     int id = 0;
     state st = state::idle;
-    long task = -1;               // request index while processing
+    long task = -1;               // result index while processing: the request's, or one of its extra completions
+    long req = -1;                // the trace request it serves
+    bool parent = false, child = false;   // n_cmpl > 1: the first completion's slot, an extra completion's slot
+    bool cancel = false;          // n_cmpl: another completion of its request failed; released at the next iteration
     server_prompt prompt;         // cached tokens and checkpoints
     int64_t t_last_used = -1;
     int32_t n_gen = 0;            // stats.n_gen

@@ -28,6 +28,11 @@ void server_sim::mem_seq_add(int slot, llama_pos p0, llama_pos p1, llama_pos del
     if (draft_run_) draft_run_->seq_add(slot, p0, p1, delta, next_line());
 }
 
+void server_sim::mem_seq_cp(int src, int dst, llama_pos p0, llama_pos p1) {
+    run_.seq_cp(src, dst, p0, p1, next_line());
+    if (draft_run_) draft_run_->seq_cp(src, dst, p0, p1, next_line());
+}
+
 // One llama_decode on the draft context of (slot, pos) tokens; its simulated time on the clock. Returns the rc.
 int server_sim::draft_decode(const std::vector<std::pair<int, llama_pos>> & toks) {
     llama_batch_in & b = draft_buf_;

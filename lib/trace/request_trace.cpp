@@ -208,6 +208,10 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
             r.n_predict = json_count(j, "n_predict", file, r.line);
             if (*r.n_predict < -1) throw input_error(file, r.line, std::to_string(*r.n_predict), "n_predict must be >= -1 (-1 = no limit)");
         }
+        if (j.contains("n_cmpl")) {
+            r.n_cmpl = json_count(j, "n_cmpl", file, r.line);
+            if (r.n_cmpl < 1) throw input_error(file, r.line, std::to_string(r.n_cmpl), "n_cmpl must be >= 1");
+        }
         if (j.contains("seed")) {
             const auto & s = j["seed"];
             // llama-server reads a uint32; 4294967295 is LLAMA_DEFAULT_SEED (a random seed: no replay could follow it)

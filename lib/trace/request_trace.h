@@ -18,6 +18,8 @@ enum class request_format { azure, mooncake, burstgpt };
 // sends, -1 = none (llama-server's -n then applies); absent = the request's limit is n_gen. n_gen is then the
 // length it generates unlimited (where it would stop by itself). seed (Mooncake form only, optional): the request's
 // sampling seed, which seeds llama-server's synthetic draft acceptance; absent = its 0-based index in the trace.
+// n_cmpl (Mooncake form only, optional, default 1): completions the request asks for (llama-server's n_cmpl: one
+// slot per completion, the extra ones copying the first one's cells once its prompt is processed).
 struct request {
     long line = 0;
     double arrival_s = 0.0;
@@ -26,6 +28,7 @@ struct request {
     std::vector<uint64_t> hash_ids;
     std::optional<int32_t> n_predict;
     std::optional<uint32_t> seed;
+    int32_t n_cmpl = 1;
 };
 
 struct request_trace {

@@ -10,6 +10,8 @@ kvsim's request traces have and it does not read:
                    slot's synthetic draft acceptance (--spec-synth-rates, --spec-synth-len) with it; without one it
                    would draw from std::random_device and no two recordings would agree. Sent with every request.
   results          add "draft_n" and "draft_n_accepted" (the response's timings) when the server speculated.
+  "n_cmpl": K      (Mooncake form) the request asks for K completions; its result line then also has "completions":
+                   one {slot, cache_n, prompt_n, predicted, truncated[, draft_n, draft_n_accepted]} per completion.
   ORACLE_CLIENT    a scenario's "client:" line (record.sh): "no-ban" sends no logit_bias, so that the target's greedy
                    token is the one a draft model equal to it proposes (speculative decoding with acceptance 1); only
                    for traces whose prompts share nothing (generated tokens may then equal prompt tokens).
@@ -46,6 +48,7 @@ def read_trace(path, limit):
 oracle.read_trace = read_trace
 
 SEEDS = {}            # request index -> "seed" of its trace line
+N_CMPL = {}           # request index -> "n_cmpl" of its trace line
 _tls = threading.local()
 
 
@@ -57,6 +60,8 @@ def read_seeds(path):
             o = json.loads(ln)
             if "seed" in o:
                 SEEDS[i] = int(o["seed"])
+            if "n_cmpl" in o:
+                N_CMPL[i] = int(o["n_cmpl"])
 
 
 class _Events(queue.Queue):
@@ -65,6 +70,8 @@ class _Events(queue.Queue):
     def put(self, item, *a, **k):
         if item[0] == "D" and getattr(_tls, "draft", None):
             item[2].update(_tls.draft)
+        if item[0] == "D" and getattr(_tls, "cmpl", None):
+            item[2]["completions"] = _tls.cmpl
         super().put(item, *a, **k)
 
 
@@ -74,20 +81,38 @@ class Client(oracle.Client):
         self.ev = _Events()
 
     def request(self, i, prompt, n_gen):
-        _tls.i, _tls.draft = i, None
+        _tls.i, _tls.draft, _tls.cmpl = i, None, None
         super().request(i, prompt, n_gen)
 
     def http(self, path, body=None, timeout=3600):
         if path == "/completion" and body is not None:
             body = dict(body, seed=SEEDS.get(_tls.i, _tls.i))
+            if _tls.i in N_CMPL:
+                body["n_cmpl"] = N_CMPL[_tls.i]
             if "no-ban" in os.environ.get("ORACLE_CLIENT", "").split():
                 del body["logit_bias"]
         out = super().http(path, body, timeout)
-        if path == "/completion":
-            t = json.loads(out).get("timings", {})
-            if "draft_n" in t:
-                _tls.draft = {"draft_n": t["draft_n"], "draft_n_accepted": t.get("draft_n_accepted")}
+        if path != "/completion":
+            return out
+        o = json.loads(out)
+        if isinstance(o, list):   # n_cmpl > 1: one result per completion, the request's first
+            _tls.cmpl = [completion(c) for c in o]
+            o = o[0]
+            out = json.dumps(o).encode()
+        t = o.get("timings", {})
+        if "draft_n" in t:
+            _tls.draft = {"draft_n": t["draft_n"], "draft_n_accepted": t.get("draft_n_accepted")}
         return out
+
+
+def completion(o):
+    """One completion of a request with n_cmpl > 1, as the shared client reports a request."""
+    t = o.get("timings", {})
+    c = dict(slot=o.get("id_slot"), cache_n=t.get("cache_n"), prompt_n=t.get("prompt_n"),
+             predicted=o.get("tokens_predicted"), truncated=o.get("truncated"))
+    if "draft_n" in t:
+        c.update(draft_n=t["draft_n"], draft_n_accepted=t.get("draft_n_accepted"))
+    return c
 
 
 oracle.Client = Client
