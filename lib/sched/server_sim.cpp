@@ -52,6 +52,7 @@ server_sim::server_sim(op_runner & run, const server_params & p, const step_time
         draft_timer_ = std::make_unique<step_timer>(draft->tm, clock_);
         draft_work_.emplace(draft->run.ctx());
         accept_draws_ = p_.spec.acceptance_draws();
+        synth_rng_.resize(run.ctx().params().n_seq_max);
     }
     const context & ctx = run.ctx();
     // server-context.cpp: n_ctx_slot(): the stream's cells, capped by --kv-unified-per-slot and the training context
@@ -206,9 +207,12 @@ void server_sim::launch(slot_t & s, size_t task, size_t req) {
     // the request sends its n_predict (its trace length when the trace has none); -1 leaves the server's -n
     const int32_t sent = rq.n_predict.value_or(rq.n_gen);
     s.n_predict_max = sent != -1 ? sent : p_.n_predict;
-    // an extra completion k (0-based) samples with the request's seed + k + 1 (server_task::add_child)
-    const uint32_t seed = rq.seed.value_or((uint32_t) req);
-    s.synth_rng.seed(s.child ? seed + (uint32_t) (task - first_child_[req]) + 1 : seed);
+    if (draft_run_) {
+        // synthetic draft acceptance: an extra completion k (0-based) samples with the request's seed + k + 1
+        // (server_task::add_child)
+        const uint32_t seed = rq.seed.value_or((uint32_t) req);
+        synth_rng_[(size_t) s.id].seed(s.child ? seed + (uint32_t) (task - first_child_[req]) + 1 : seed);
+    }
     s.truncated = false;
     s.i_batch = -1;
 }

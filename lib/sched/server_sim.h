@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,8 @@ private:
     std::unique_ptr<step_timer> draft_timer_;
     std::optional<ubatch_work_collector> draft_work_;
     std::vector<double> accept_draws_;
+    std::vector<std::mt19937> synth_rng_;   // per slot: spec_synth_rng, seeded with the request's seed at launch
+                                            // (apart from slot_t, whose loops it would slow)
     llama_batch_in draft_buf_;
     long op_line_ = 0;
     int64_t n_released_ = 0;

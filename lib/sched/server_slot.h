@@ -3,7 +3,6 @@
 
 #include "sched/server_sim.h"
 
-#include <random>
 
 namespace kvsim {
 
@@ -26,7 +25,6 @@ struct server_sim::slot_t {
     int32_t n_predict_max = -1;   // the task's generation limit as the server reads it; -1 = none (n_remaining)
     int32_t n_draft = 0;          // spec_draft.size(): drafted tokens in the batch being decoded
     int32_t spec_i0 = -1;         // spec_i_batch[0]: batch index of its sampled token, the draft after it
-    std::mt19937 synth_rng;       // spec_synth_rng: seeded with the request's seed at launch
     bool processing() const { return st != state::idle; }
 };
 

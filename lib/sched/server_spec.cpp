@@ -133,7 +133,7 @@ void server_sim::fail_cut_drafts(size_t off, size_t n) {
 void server_sim::verify_draft(slot_t & s) {
     std::uniform_real_distribution<double> dist(0.0, 1.0);
     int32_t n_acc = 0;
-    while (n_acc < s.n_draft && dist(s.synth_rng) < accept_draws_[(size_t) n_acc]) ++n_acc;
+    while (n_acc < s.n_draft && dist(synth_rng_[(size_t) s.id]) < accept_draws_[(size_t) n_acc]) ++n_acc;
     results_[s.task].n_draft_accepted += n_acc;
     totals_.accepted_tokens += (uint64_t) n_acc;
     s.prompt.tokens.keep_first(s.prompt.tokens.n - (s.n_draft - n_acc));
