@@ -66,6 +66,7 @@ struct context_checkpoint {
     llama_pos pos_max = -1;
     size_t bytes = 0;         // llama_state_seq_get_size_ext(PARTIAL_ONLY)
     std::vector<saved_cells> cells;   // per cache: the saved cells (base left empty for iSWA)
+    std::vector<saved_cells> draft_cells;   // speculative decoding: the draft's, alike (a cache without SWA: all)
 };
 
 // server_prompt: tokens plus the slot's checkpoints.

@@ -452,6 +452,11 @@ int32_t server_sim::reuse_from_checkpoint(slot_t & s, int32_t n_past) {
                 if (!run_.restore(s.id, in_cell_order(it->cells), iswa, "C", run_.ctx().sizes().n_ubatch, next_line())) {
                     throw std::logic_error("server_sim: a context checkpoint did not fit back into the cache (upstream aborts)");
                 }
+                // load_dft(PARTIAL_ONLY): the draft's SWA cache, or the whole sequence of a draft without SWA layers
+                if (draft_run_ && !draft_run_->restore(s.id, in_cell_order(it->draft_cells), draft_run_->ctx().memory().caches().size() > 1,
+                                                       "C", draft_run_->ctx().sizes().n_ubatch, next_line())) {
+                    throw std::logic_error("server_sim: a context checkpoint did not fit back into the draft's cache (upstream aborts)");
+                }
                 timer_.restore_done(true, (double) it->bytes);
                 pos_next = std::min(pos_next, std::max(it->pos_min + 1, it->pos_max));
                 n_past = (int32_t) std::min<int64_t>(std::min(pos_next, s.prompt.tokens.n), it->n_tokens);
@@ -519,8 +524,13 @@ void server_sim::create_checkpoint(slot_t & s, int32_t n_tokens_cur, llama_pos p
     const int64_t n_tokens_new = s.prompt.tokens.n - n_tokens_cur;
     cps.remove_if([&](const context_checkpoint & c) { return c.n_tokens == n_tokens_new; });
     auto cells = seq_saved_cells(run_.ctx(), s.id, true);
-    const size_t bytes = seq_state_bytes(run_.ctx(), cells, true);
-    cps.push_back({n_tokens_new, (int) s.task, pos_min, pos_max, bytes, std::move(cells)});
+    size_t bytes = seq_state_bytes(run_.ctx(), cells, true);
+    std::vector<saved_cells> draft_cells;   // update_dft(PARTIAL_ONLY): a draft without SWA layers saves everything
+    if (draft_run_) {
+        draft_cells = seq_saved_cells(draft_run_->ctx(), s.id, true);
+        bytes += seq_state_bytes(draft_run_->ctx(), draft_cells, true);
+    }
+    cps.push_back({n_tokens_new, (int) s.task, pos_min, pos_max, bytes, std::move(cells), std::move(draft_cells)});
     timer_.save_done((double) bytes);
     ++totals_.checkpoints_created;
 }

@@ -6,10 +6,10 @@
 //   - calls on any other context (the draft's) go straight to libllama and, once the server's main loop runs, are
 //     written to $SHIM_DRAFT_OPS in the same CSV form (decode rows: consecutive tokens with the same seq set and
 //     contiguous positions; label = the draft context's decode call number).
-// A state restore into the draft context (llama_state_seq_set_data_ext: the RAM prompt cache) is written as the shared
-// shim writes one: "rm DEST -1 -1" and decode rows labelled R<n>.<k> holding the saved positions in cell order, cut at
-// n_ubatch. Only whole-state restores of a model without SWA layers: anything else aborts the recording rather than
-// write an op trace that misses it.
+// A state restore into the draft context (llama_state_seq_set_data_ext: the RAM prompt cache, a context checkpoint) is
+// written as the shared shim writes one: "rm DEST -1 -1" and decode rows labelled R<n>.<k> holding the saved positions
+// (of the first cache) in cell order, cut at n_ubatch; a checkpoint restore (PARTIAL_ONLY) of an iSWA draft has no
+// op-trace form and is not written. A blob it cannot parse aborts the recording.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -278,8 +278,14 @@ size_t llama_state_seq_set_data_ext(struct llama_context * ctx, const uint8_t * 
     pthread_mutex_lock(&g_mu);
     FILE * f = out();
     if (f) {
+        // a PARTIAL_ONLY (context checkpoint) restore of an iSWA draft touches its SWA cache only: no op-trace form,
+        // as the shared shim; a plain cache ignores the flag and restores the whole sequence
+        if ((flags & 1) && n_swa(get_model(ctx)) > 0) {
+            pthread_mutex_unlock(&g_mu);
+            return real_(ctx, src, size, dest, flags);
+        }
         const long n_pos = blob_positions(src, size, pos, CAP);
-        if (flags != 0 || dest < 0 || n_swa(get_model(ctx)) > 0 || n_pos < 0) {
+        if (dest < 0 || n_pos < 0) {
             fprintf(stderr, "draft_ops: a draft-context restore this recorder cannot write (seq %d, flags %u, %ld cells)\n",
                     dest, flags, n_pos);
             abort();
