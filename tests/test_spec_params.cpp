@@ -70,9 +70,9 @@ TEST_CASE("speculative decoding options llama-server refuses, or kvsim cannot mo
     s.synth_len = 4.5;
     CHECK(refused(s, "spec_synth_len"));   // above n_max + 1
     s.synth_len = 2.0;
-    s.p_min = 0.5f;
+    s.p_min = 0.5;
     CHECK(refused(s, "spec_draft_p_min"));
-    s.p_min = 0.0f;
+    s.p_min = 0.0;
     s.n_max = -1;
     CHECK(refused(s, "spec_draft_n_max"));
     s.n_max = 0;

@@ -241,7 +241,7 @@ void replay_cli::add_spec(CLI::App & cmd) {
                        "values (llama-server's synthetic acceptance; each request's draws seeded with its trace \"seed\", "
                        "else its index)")
             ->delimiter(','));
-    add(cmd.add_option("--spec-synth-len", s.synth_len,
+    add(cmd.add_option("--spec-synth-len", synth_len,
                        "The acceptance as a mean accepted length per step, the target's token included (llama-server "
                        "--spec-synth-len; rates p, p^2, ... fitted to it)"));
     add(cmd.add_option("--spec-draft-type-k,--cache-type-k-draft", type_k_draft, "Draft model's K cache type (llama-server -ctkd)")
@@ -340,13 +340,21 @@ replay_options replay_cli::finish() {
     replay_options o = opt;
     try {
         o.model = model_preset(model_name);
-        o.ctx.type_k = parse_ggml_type(type_k);
-        o.ctx.type_v = parse_ggml_type(type_v);
+        // the flag in front: -ctk and -ctkd say the same words
+        const auto type_of = [](const char * flag, const std::string & v) {
+            try {
+                return parse_ggml_type(v);
+            } catch (const std::invalid_argument & e) {
+                throw std::invalid_argument(std::string(flag) + ": " + e.what());
+            }
+        };
+        o.ctx.type_k = type_of("-ctk", type_k);
+        o.ctx.type_v = type_of("-ctv", type_v);
         if (!swa_type_name.empty()) o.model.swa = parse_swa_type(swa_type_name);
         if (!rope_scaling_name.empty()) o.ctx.rope.type = parse_rope_scaling(rope_scaling_name);
         if (!draft_model_name.empty()) o.draft_model = model_preset(draft_model_name);
-        o.type_k_draft = parse_ggml_type(type_k_draft);
-        o.type_v_draft = parse_ggml_type(type_v_draft);
+        o.type_k_draft = type_of("-ctkd", type_k_draft);
+        o.type_v_draft = type_of("-ctvd", type_v_draft);
     } catch (const std::invalid_argument & e) {
         throw usage_error(e.what());
     }
@@ -365,6 +373,11 @@ replay_options replay_cli::finish() {
     o.server.cache_prompt = !no_cache_prompt;
     o.server.spec.draft_simple = spec_type == "draft-simple";
     o.server.spec.has_draft_model = o.draft_model.has_value();
+    if (synth_len) {
+        // upstream's parser refuses -1 too: it is the value that means "unset"
+        if (*synth_len == -1.0) throw usage_error("--spec-synth-len -1: invalid value (llama-server refuses it: -1 means unset)");
+        o.server.spec.synth_len = *synth_len;
+    }
     if (n_parallel == 0 || n_parallel < -1) throw usage_error(fmt::format("--parallel must be -1 (auto) or >= 1, got {}", n_parallel));
     if (n_parallel > 0) o.ctx.n_seq_max = (uint32_t) n_parallel;
     o.n_parallel_auto = n_parallel < 0;

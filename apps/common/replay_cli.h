@@ -27,6 +27,7 @@ struct replay_cli {
     std::string step_time = "roofline";
     // speculative decoding: -md, --spec-type, -ctkd, -ctvd
     std::string draft_model_name, spec_type = "none", type_k_draft = "f16", type_v_draft = "f16";
+    std::optional<double> synth_len;   // --spec-synth-len
     // llama-server's sizing of an unset -c (replay/server_sizing.h): --fit, -fitc, -fitt, --device-memory
     std::string fit = "on";
     std::optional<std::string> device_memory;   // unset = the profile's; given empty is refused

@@ -88,12 +88,17 @@ void check_draft(const replay_options & o) {
                                                     ggml_type_name(t), ggml_blck_size(t), d.head_dim));
         }
     }
+    if (!o.server.spec.enabled()) return;
     const int64_t dv = (int64_t) o.model.n_vocab - (int64_t) d.n_vocab;
-    if (o.server.spec.enabled() && (o.model.add_bos != d.add_bos || (o.model.n_vocab && d.n_vocab && std::abs(dv) > 128))) {
-        throw option_error({"model_draft"}, fmt::format("model_draft {}: its vocabulary ({} tokens{}) does not match {}'s ({}{}): "
-                                                        "llama-server refuses to speculate with it", d.name, d.n_vocab,
-                                                        d.add_bos ? ", BOS" : "", o.model.name, o.model.n_vocab,
-                                                        o.model.add_bos ? ", BOS" : ""));
+    std::string why;
+    if (o.model.add_bos != d.add_bos) {
+        why = fmt::format("{} adds a BOS token and {} does not", o.model.add_bos ? o.model.name : d.name, o.model.add_bos ? d.name : o.model.name);
+    } else if (o.model.n_vocab && d.n_vocab && std::abs(dv) > 128) {
+        why = fmt::format("{} tokens against {}'s {} (more than 128 apart)", d.n_vocab, o.model.name, o.model.n_vocab);
+    }
+    if (!why.empty()) {
+        throw option_error({"model_draft"}, fmt::format("model_draft {}: llama-server refuses to speculate with a draft whose vocabulary does "
+                                                        "not match the target's: {}", d.name, why));
     }
 }
 }  // namespace

@@ -26,6 +26,26 @@ bool holds_kvsim_summary(const std::string & out_dir) {
     }
 }
 
+namespace {
+// The file a write to p lands on: p made absolute, its symbolic links followed, also a last one that dangles (the
+// write creates its target; weakly_canonical stops at it), normalised.
+std::string output_key(const std::string & p) {
+    std::error_code ec;
+    std::filesystem::path abs = std::filesystem::absolute(p, ec);
+    if (ec) abs = p;
+    for (int hops = 0; hops < 40; ++hops) {   // a link loop is left to the open to report
+        std::error_code lec;
+        if (!std::filesystem::is_symlink(std::filesystem::symlink_status(abs, lec)) || std::filesystem::exists(abs, lec)) break;
+        const std::filesystem::path to = std::filesystem::read_symlink(abs, lec);
+        if (lec) break;
+        abs = to.is_absolute() ? to : abs.parent_path() / to;
+    }
+    std::filesystem::path canon = std::filesystem::weakly_canonical(abs, ec);
+    if (ec) canon = abs;
+    return canon.lexically_normal().string();
+}
+}  // namespace
+
 void check_paths(const replay_options & o, bool is_request_trace) {
     if (!is_request_trace && !o.emit_ops.empty()) {
         throw usage_error("--emit-ops applies to request traces (an op trace already is the op stream)");
@@ -61,12 +81,7 @@ void check_paths(const replay_options & o, bool is_request_trace) {
     // hence absolute() first.
     std::vector<std::pair<std::string, std::string>> seen;   // canonical, as given
     for (const auto & p : paths) {
-        std::error_code ec;
-        std::filesystem::path abs = std::filesystem::absolute(p, ec);
-        if (ec) abs = p;
-        std::filesystem::path canon = std::filesystem::weakly_canonical(abs, ec);
-        if (ec) canon = abs;
-        const std::string key = canon.lexically_normal().string();
+        const std::string key = output_key(p);
         std::error_code pec;
         const auto pst = std::filesystem::status(p, pec);
         if (pec && pec != std::errc::no_such_file_or_directory && pec != std::errc::not_a_directory) throw usage_error("output path " + p + ": " + pec.message());

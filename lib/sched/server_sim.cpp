@@ -81,8 +81,9 @@ server_sim::server_sim(op_runner & run, const server_params & p, const step_time
 
 server_sim::~server_sim() = default;
 
+// A slot with work to do (one whose request failed waits for its cancel, at the next iteration, with none).
 bool server_sim::any_processing() const {
-    return std::any_of(slots_.begin(), slots_.end(), [](const slot_t & s) { return s.processing(); });
+    return std::any_of(slots_.begin(), slots_.end(), [](const slot_t & s) { return s.processing() && !s.cancel; });
 }
 
 // Per cache (caches() order), seq s's cells as (cell, pos) in position order, SWA-masked cells
@@ -133,6 +134,11 @@ void server_sim::enqueue_arrivals(const request_trace & t, size_t & next_arrival
             r.outcome = request_outcome::failed;
             r.error = fmt::format("Field 'n_cmpl': Value must be between 1 <= value <= {}, but got {}", n_slots, t.requests[i].n_cmpl);
             r.finish = clock_.now();
+            for (int32_t k = 1; k < t.requests[i].n_cmpl; ++k) {   // its extra completions were never created
+                request_result & c = results_[first_child_[i] + (size_t) k - 1];
+                c = r;
+                c.parent = (long) i;
+            }
             ++n_finished_;
             continue;
         }

@@ -27,7 +27,10 @@ void check_rates(const std::vector<double> & r, int32_t n_max) {
 }  // namespace
 
 void spec_params::validate() const {
-    if (n_max < 0) refuse({"spec_draft_n_max"}, fmt::format("spec_draft_n_max must be >= 0, got {}", n_max));
+    // llama-server allocates n_max acceptance rates and drafts one decode per token: past 2^20 that is memory, not a draft
+    if (n_max < 0 || n_max > (1 << 20)) {
+        refuse({"spec_draft_n_max"}, fmt::format("spec_draft_n_max must be in [0, 1048576], got {}", n_max));
+    }
     if (draft_simple && !has_draft_model) {
         refuse({"spec_type", "model_draft"}, "spec_type draft-simple needs a draft model (model_draft): llama-server fails to "
                               "initialize speculative decoding without one");
@@ -43,7 +46,7 @@ void spec_params::validate() const {
                                      "models' outputs; give the acceptance as llama-server's synthetic acceptance, "
                                      "spec_synth_rates P0,P1,... (one per drafted position) or spec_synth_len L");
     }
-    if (p_min != 0.0f) {
+    if (p_min != 0.0) {
         refuse({"spec_draft_p_min", "spec_draft_n_max"}, fmt::format("spec_draft_p_min {}: a draft that stops where the draft model is less "
                                                  "confident is not modelled (kvsim drafts spec_draft_n_max tokens, as "
                                                  "llama-server does with the default 0)", p_min));

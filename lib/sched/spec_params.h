@@ -20,7 +20,7 @@ struct spec_params {
     bool has_draft_model = false;       // -md given (the replay's draft model; set by whoever reads the options)
     int32_t n_max = 3;                  // --spec-draft-n-max: tokens drafted per step
     int32_t n_min = 0;                  // --spec-draft-n-min: a shorter draft is dropped
-    float p_min = 0.0f;                 // --spec-draft-p-min: kvsim models 0 only (a draft stopped by confidence)
+    double p_min = 0.0;                 // --spec-draft-p-min (a float upstream): kvsim models 0 only (a draft stopped by confidence)
     std::vector<double> synth_rates;    // --spec-synth-rates P0,P1,...
     double synth_len = -1.0;            // --spec-synth-len L; -1 = unset
 

@@ -76,7 +76,8 @@ std::string mooncake_line(const request & r, const std::string & path, int32_t b
                                                   n_ids, next_id));
     }
     // each id takes at least one digit and a separator
-    size_t len = head.size() + 2 + (r.n_predict ? 32 : 0);   // 32: the n_predict key and its widest value
+    // 32 / 24 / 24: the n_predict, seed and n_cmpl keys with their widest values
+    size_t len = head.size() + 2 + (r.n_predict ? 32 : 0) + (r.seed ? 24 : 0) + (r.n_cmpl != 1 ? 24 : 0);
     if (n_ids <= k_max_line_bytes) {
         for (uint64_t k = 0; k < n_ids && len <= k_max_line_bytes; ++k) len += n_digits(gen ? next_id + k : r.hash_ids[k]) + (k > 0);
     } else {
@@ -96,6 +97,8 @@ std::string mooncake_line(const request & r, const std::string & path, int32_t b
     }
     line += ']';
     if (r.n_predict) line += fmt::format(", \"n_predict\": {}", *r.n_predict);
+    if (r.seed) line += fmt::format(", \"seed\": {}", *r.seed);
+    if (r.n_cmpl != 1) line += fmt::format(", \"n_cmpl\": {}", r.n_cmpl);
     line += "}\n";
     if (gen && n_ids > 0) {
         if (next_id + (n_ids - 1) == std::numeric_limits<uint64_t>::max()) exhausted = true;
@@ -128,6 +131,18 @@ void write_request_trace(std::ostream & out, const request_trace & t, request_fo
     if (has_predict && to != request_format::mooncake) {
         warn << fmt::format("warning: {} has n_predict (requests' own generation limits); the {} format cannot hold them, they are "
                             "dropped (every request then sends its output length)\n",
+                            t.path, request_format_name(to));
+    }
+    const bool has_seed = std::any_of(t.requests.begin(), t.requests.end(), [](const request & r) { return r.seed.has_value(); });
+    if (has_seed && to != request_format::mooncake) {
+        warn << fmt::format("warning: {} has seed (requests' sampling seeds); the {} format cannot hold them, they are dropped "
+                            "(each request's seed is then its index)\n",
+                            t.path, request_format_name(to));
+    }
+    const bool has_cmpl = std::any_of(t.requests.begin(), t.requests.end(), [](const request & r) { return r.n_cmpl != 1; });
+    if (has_cmpl && to != request_format::mooncake) {
+        warn << fmt::format("warning: {} has n_cmpl (requests for several completions); the {} format cannot hold them, they are "
+                            "dropped (every request then asks for one)\n",
                             t.path, request_format_name(to));
     }
     // Built whole before anything reaches `out`: a request the target format cannot hold is an

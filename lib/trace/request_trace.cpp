@@ -215,10 +215,9 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
         if (j.contains("seed")) {
             const auto & s = j["seed"];
             // llama-server reads a uint32; 4294967295 is LLAMA_DEFAULT_SEED (a random seed: no replay could follow it)
-            if (!s.is_number_unsigned() || s.get<uint64_t>() >= 0xFFFFFFFFull) {
-                throw input_error(file, r.line, excerpt(json_text(s)), "seed must be an integer in [0, 4294967294]");
-            }
-            r.seed = (uint32_t) s.get<uint64_t>();
+            const bool ok = s.is_number_unsigned() ? s.get<uint64_t>() < 0xFFFFFFFFull : s.is_number_integer() && s.get<int64_t>() == 0;
+            if (!ok) throw input_error(file, r.line, excerpt(json_text(s)), "seed must be an integer in [0, 4294967294]");
+            r.seed = s.is_number_unsigned() ? (uint32_t) s.get<uint64_t>() : 0u;
         }
         t.requests.push_back(std::move(r));
     }
