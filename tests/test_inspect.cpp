@@ -138,6 +138,36 @@ TEST_CASE("convert: every request format to every other reads back the same requ
     }
 }
 
+TEST_CASE("convert: a Mooncake line's n_predict, seed and n_cmpl survive Mooncake, and are said to be dropped elsewhere") {
+    const std::string in = tmp("fields.jsonl");
+    {
+        std::ofstream o(in);
+        o << "{\"timestamp\": 0, \"input_length\": 48, \"output_length\": 24, \"hash_ids\": [0], \"n_predict\": 5, \"seed\": 7, \"n_cmpl\": 2}\n"
+             "{\"timestamp\": 1, \"input_length\": 48, \"output_length\": 24, \"hash_ids\": [1]}\n";
+    }
+    const request_trace t = read_request_trace(in);
+    const std::string out = tmp("fields_out.jsonl");
+    {
+        std::ofstream o(out);
+        std::ostringstream warn;
+        write_request_trace(o, t, request_format::mooncake, warn);
+        CHECK(warn.str().empty());
+    }
+    const request_trace back = read_request_trace(out);
+    REQUIRE(back.requests.size() == 2);
+    CHECK(back.requests[0].n_predict == 5);
+    CHECK(back.requests[0].seed == 7u);
+    CHECK(back.requests[0].n_cmpl == 2);
+    CHECK(!back.requests[1].n_predict);
+    CHECK(!back.requests[1].seed);
+    CHECK(back.requests[1].n_cmpl == 1);
+    std::ostringstream o, warn;
+    write_request_trace(o, t, request_format::azure, warn);
+    for (const char * field : {"n_predict", "seed", "n_cmpl"}) CHECK(warn.str().find(std::string("has ") + field) != std::string::npos);
+    std::filesystem::remove(in);
+    std::filesystem::remove(out);
+}
+
 TEST_CASE("convert: generated Mooncake ids are never shared, so inspect finds no prefix sharing") {
     const std::string out = tmp("gen.jsonl");
     std::ostringstream warn;
