@@ -14,7 +14,9 @@ kvsim's request traces have and it does not read:
                    one {slot, cache_n, prompt_n, predicted, truncated[, draft_n, draft_n_accepted]} per completion.
   ORACLE_CLIENT    a scenario's "client:" line (record.sh): "no-ban" sends no logit_bias, so that the target's greedy
                    token is the one a draft model equal to it proposes (speculative decoding with acceptance 1); only
-                   for traces whose prompts share nothing (generated tokens may then equal prompt tokens).
+                   for traces whose prompts share nothing (generated tokens may then equal prompt tokens);
+                   "repeat-penalty" sends repeat_penalty 100 over the last 64 tokens: the oracle's tiny models repeat
+                   the last token, so a draft model always proposes it and the target never takes it (acceptance 0).
 
 Everything else is the shared client's, unchanged. Run by record.sh in this folder.
 """
@@ -89,8 +91,11 @@ class Client(oracle.Client):
             body = dict(body, seed=SEEDS.get(_tls.i, _tls.i))
             if _tls.i in N_CMPL:
                 body["n_cmpl"] = N_CMPL[_tls.i]
-            if "no-ban" in os.environ.get("ORACLE_CLIENT", "").split():
+            opts = os.environ.get("ORACLE_CLIENT", "").split()
+            if "no-ban" in opts:
                 del body["logit_bias"]
+            if "repeat-penalty" in opts:
+                body.update(repeat_penalty=100.0, repeat_last_n=64)
         out = super().http(path, body, timeout)
         if path != "/completion":
             return out
