@@ -26,7 +26,14 @@ request_trace synthetic() {
     t.path = "synthetic";
     const std::vector<std::tuple<double, int32_t, int32_t>> rows = {{0.0, 1, 0}, {0.2, 2, 5}, {0.9, 3, 1}, {1.5, 4, 7}, {10.0, 100, 64}};
     long line = 2;
-    for (auto [a, p, g] : rows) t.requests.push_back({line++, a, p, g, {}, {}});
+    for (auto [a, p, g] : rows) {
+        request r;
+        r.line = line++;
+        r.arrival_s = a;
+        r.n_prompt = p;
+        r.n_gen = g;
+        t.requests.push_back(r);
+    }
     return t;
 }
 
