@@ -237,8 +237,8 @@ void replay_cli::add_spec(CLI::App & cmd) {
     add(cmd.add_option("--spec-draft-p-min", s.p_min, "Only 0 (llama-server's default) is modelled: the draft model's confidence is not")
             ->capture_default_str());
     add(cmd.add_option("--spec-synth-rates", s.synth_rates,
-                       "The acceptance of drafted tokens: probability per drafted position, non-increasing, --spec-draft-n-max "
-                       "values (llama-server's synthetic acceptance; each request's draws seeded with its trace \"seed\", "
+                       "The acceptance of drafted tokens: for each drafted position the probability that it is accepted "
+                       "(unconditional, so non-increasing), --spec-draft-n-max values (llama-server's synthetic acceptance; each request's draws seeded with its trace \"seed\", "
                        "else its index)")
             ->delimiter(','));
     add(cmd.add_option("--spec-synth-len", synth_len,
