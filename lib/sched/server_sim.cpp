@@ -562,7 +562,7 @@ void server_sim::decode_batch(std::vector<batch_tok> & batch) {
         const uint64_t n_gen = rc == DECODE_OK ? n - n_prompt : 0;
         timer_.decode_done(rc, work_.work, n_prompt, n_gen);
         if (rc == DECODE_OK && draft_run_) draft_mirror(b);
-        if (rc == DECODE_OK) copy_to_children();
+        if (rc == DECODE_OK && any_cmpl_) copy_to_children();
         if (rc == DECODE_OK) {
             totals_.prompt_tokens_decoded += n_prompt;
             totals_.gen_tokens_decoded += n_gen;
@@ -641,6 +641,7 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
         results_[i].arrival = t.requests[i].arrival_s;
         // n_cmpl > 1: its extra completions' results after all the requests'
         first_child_[i] = results_.size();
+        any_cmpl_ = any_cmpl_ || t.requests[i].n_cmpl > 1;
         for (int32_t k = 1; k < t.requests[i].n_cmpl; ++k) {
             request_result c = results_[i];
             c.parent = (long) i;
@@ -663,7 +664,7 @@ void server_sim::run(const request_trace & t, const std::function<void(size_t, s
         }
         // server_queue::start_loop: process_new_tasks(), then update_slots()
         enqueue_arrivals(t, next_arrival);
-        cancel_completions();
+        if (any_cmpl_) cancel_completions();
         while (!queue_.empty()) {
             const size_t task = queue_.front();
             queue_.pop_front();

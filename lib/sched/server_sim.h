@@ -130,6 +130,7 @@ private:
     void mem_seq_add(int slot, llama_pos p0, llama_pos p1, llama_pos delta);
     void mem_seq_cp(int src, int dst, llama_pos p0, llama_pos p1);
     void draft_tokens(std::vector<batch_tok> & batch);
+    int draft_call(const llama_batch_in & b);
     int draft_decode(const std::vector<std::pair<int, llama_pos>> & toks);
     void draft_mirror(const llama_batch_in & b);
     void verify_draft(slot_t & s);
@@ -168,6 +169,7 @@ private:
     int64_t n_released_ = 0;
     size_t n_finished_ = 0;          // requests finished (their extra completions not counted)
     std::vector<size_t> first_child_;   // per request: the result index of its first extra completion (n_cmpl > 1)
+    bool any_cmpl_ = false;             // some request asks for several completions (else their per-step work is skipped)
 };
 
 }  // namespace kvsim

@@ -33,26 +33,27 @@ void server_sim::mem_seq_cp(int src, int dst, llama_pos p0, llama_pos p1) {
     if (draft_run_) draft_run_->seq_cp(src, dst, p0, p1, next_line());
 }
 
-// One llama_decode on the draft context of (slot, pos) tokens; its simulated time on the clock. Returns the rc.
+// One llama_decode on the draft context; its simulated time on the clock. Returns the rc.
+int server_sim::draft_call(const llama_batch_in & b) {
+    draft_work_->work.clear();
+    const int rc = draft_run_->decode(b, next_line());
+    ++totals_.draft_decode_calls;
+    draft_timer_->decode_done(rc, draft_work_->work, 0, rc == DECODE_OK ? b.pos.size() : 0);
+    return rc;
+}
+
+// A drafting decode of (slot, pos) tokens.
 int server_sim::draft_decode(const std::vector<std::pair<int, llama_pos>> & toks) {
     llama_batch_in & b = draft_buf_;
     b.pos.clear();
     b.seq_id.clear();
     for (const auto & [slot, pos] : toks) b.add(pos, {(llama_seq_id) slot});
-    draft_work_->work.clear();
-    const int rc = draft_run_->decode(b, next_line());
-    ++totals_.draft_decode_calls;
-    draft_timer_->decode_done(rc, draft_work_->work, 0, rc == DECODE_OK ? toks.size() : 0);
-    return rc;
+    return draft_call(b);
 }
 
 // common_speculative_process after a target decode succeeded: the same tokens into the draft's cache.
 void server_sim::draft_mirror(const llama_batch_in & b) {
-    draft_work_->work.clear();
-    const int rc = draft_run_->decode(b, next_line());
-    ++totals_.draft_decode_calls;
-    draft_timer_->decode_done(rc, draft_work_->work, 0, rc == DECODE_OK ? b.pos.size() : 0);
-    if (rc != DECODE_OK) {
+    if (const int rc = draft_call(b); rc != DECODE_OK) {
         // upstream: "failed to process speculative batch", thrown out of update_slots
         throw usage_error(fmt::format("speculative decoding: the draft context could not decode the target's batch "
                                     "(llama_decode returned {}): llama-server fails the same way (\"failed to process "
