@@ -175,8 +175,11 @@ bundle_only() {
     else
         deps=$(find "$BUILD" -name '*.d' -exec cat {} + 2>/dev/null)
     fi
-    local from_bundle from_system
-    from_bundle=$(grep -c "$PREFIX/include" <<< "$deps")
+    # ccache (CMakeLists.txt, base_dir = the source folder) writes a bundle inside the clone as a path relative to
+    # the build folder, so both spellings count
+    local from_bundle from_system rel
+    rel=$(realpath -m --relative-to="$BUILD" "$PREFIX/include")
+    from_bundle=$(grep -cF -e "$PREFIX/include" -e "$rel" <<< "$deps")
     from_system=$(grep -E "(^|[ :])/usr/include/(fmt|eigen3|CLI|doctest|libfccp|nlohmann)/" <<< "$deps" | sort -u)
     echo "headers read from the bundle (dependency lists): $from_bundle"
     [ "$from_bundle" -gt 0 ] || { echo "  none: the dependency lists were not found"; bad=1; }
