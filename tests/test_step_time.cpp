@@ -364,3 +364,89 @@ TEST_CASE("visible cells: each token of a sequence sees its sequence's cells up 
     CHECK(all.terms(col.work[0]).kv_bytes == 256.0 * 256 * 2);
     CHECK(parse_device_profile(device_profile_json(vis.device), "x").attention_cells == "visible");
 }
+
+TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output rows, the tiled attention path") {
+    // qwen2.5-0.5b ties its output to token_embd, which llama.cpp keeps out of ggml-cpu's repack buffer (GET_ROWS):
+    // several output rows go through tinyBLAS, one row is a gemv priced with the weight reads
+    const model_shape qwen = model_preset("qwen2.5-0.5b");
+    REQUIRE(qwen.tied_embd);
+    device_profile d = device_preset("cpu");
+    REQUIRE(d.repack_rows == 4);
+    d.attention = "linear";
+    d.attention_cells = "visible";
+    const step_time_model tm{d, qwen, &parse_weight_file_type("q4_0")};
+    const weight_bytes wb = model_weight_bytes(qwen, parse_weight_file_type("q4_0"));
+    auto work = [](uint32_t n_tokens, uint32_t n_outputs, double visible) {
+        return std::vector<ubatch_work>{{n_tokens, 1024, 1, 24, 512, n_outputs, visible, n_tokens >= 64 ? 2 * visible : 0}};
+    };
+    const ubatch_terms one = tm.terms(work(1, 1, 100)), two = tm.terms(work(2, 2, 200)), four = tm.terms(work(4, 4, 400));
+    CHECK(one.output_row_params == 0);
+    CHECK(two.output_row_params == 2 * wb.output_params);
+    CHECK(four.output_row_params == 4 * wb.output_params);
+    // the output's FLOPs move out of the GEMM term, its bytes out of the repacked matmul's extra passes
+    CHECK(two.dense_flops == 2 * 2 * wb.dense_params);
+    CHECK(two.extra_pass_bytes == wb.read_per_ubatch() - wb.output);
+    // one sequence's prompt: one output row whatever its tokens
+    CHECK(tm.terms(work(4, 1, 400)).output_row_params == 0);
+    // an untied output (llama-3.1-8b) is repacked with the layers; float weights are not repacked at all
+    const step_time_model untied{d, model_preset("llama-3.1-8b"), &parse_weight_file_type("q4_0")};
+    CHECK(untied.terms(work(2, 2, 200)).output_row_params == 0);
+    const step_time_model f16{d, qwen, &parse_weight_file_type("f16")};
+    CHECK(f16.terms(work(2, 2, 200)).output_row_params == 0);
+    // a GPU profile (no repacking) has no such term
+    const step_time_model gpu{device_preset("h100-datasheet"), qwen, &parse_weight_file_type("q4_0")};
+    CHECK(gpu.terms(work(2, 2, 200)).output_row_params == 0);
+    // 64 tokens and more: the visible cells are the tiled path's; fewer: the one-row path's
+    const ubatch_terms tiled = tm.terms(work(64, 1, 6400)), rows = tm.terms(work(63, 1, 6300));
+    CHECK(tiled.kv_bytes == 0);
+    CHECK(tiled.tiled_kv_bytes == 12800.0 * 512 * 24);   // the tiles' cells, not the visible ones
+    CHECK(rows.tiled_kv_bytes == 0);
+    CHECK(rows.kv_bytes == 6300.0 * 512 * 24);
+    // each term is priced by its own profile number, and read back from a profile file
+    device_profile priced = d;
+    priced.output_s_per_param_row = 1e-10;
+    priced.attn_tiled_s_per_kv_byte = 1e-9;
+    const step_time_model p{priced, qwen, &parse_weight_file_type("q4_0")};
+    CHECK(p.seconds_of(two) - tm.seconds_of(two) == doctest::Approx(two.output_row_params * 1e-10));
+    CHECK(p.seconds_of(tiled) - tm.seconds_of(tiled) == doctest::Approx(tiled.tiled_kv_bytes * 1e-9));
+    const device_profile back = parse_device_profile(device_profile_json(priced), "x");
+    CHECK(back.output_s_per_param_row == 1e-10);
+    CHECK(back.attn_tiled_s_per_kv_byte == 1e-9);
+}
+
+TEST_CASE("ubatch_tiled_cells: the 64 x 64 tiles ggml's tiled CPU flash attention computes") {
+    // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_tiled: Q tiles of 64 consecutive tokens, K/V tiles of 64 cells
+    // up to n_kv (256 here: the padding of an empty 512-cell cache), a K/V tile skipped when every cell of it is masked
+    // for every row of the Q tile
+    context_params cp;
+    cp.n_ctx = 512;
+    cp.n_seq_max = 2;
+    cp.kv_unified = true;
+    context ctx(model_preset("tiny-llama"), cp);
+    ubatch_work_collector col(ctx);
+    auto decode = [&](std::initializer_list<std::tuple<llama_seq_id, llama_pos, int>> runs) {
+        llama_batch_in b;
+        for (const auto & [s, p0, n] : runs)
+            for (int i = 0; i < n; ++i) b.add(p0 + i, {s});
+        col.work.clear();
+        REQUIRE(ctx.decode(b, &col) == DECODE_OK);
+        REQUIRE(col.work.size() == 1);
+        return col.work[0][0];
+    };
+    // one sequence, 128 tokens from 0: Q tile 0 (pos 0-63) computes K/V tile 0, Q tile 1 tiles 0 and 1; visible is the
+    // causal triangle, 128 * 129 / 2
+    ubatch_work w = decode({{0, 0, 128}});
+    CHECK(w.tiled_cells == 64 * 64 + 64 * 128);
+    CHECK(w.visible == 8256);
+    // 63 tokens: the one-row path, no tiles
+    ctx.memory().clear();
+    CHECK(decode({{0, 0, 63}}).tiled_cells == 0);
+    // two sequences of 32 tokens in one Q tile, their cells in K/V tile 0: one tile
+    ctx.memory().clear();
+    CHECK(decode({{0, 0, 32}, {1, 0, 32}}).tiled_cells == 64 * 64);
+    // then 64 more of each (seq 0's at cells 64-127, seq 1's at 128-191): seq 0's Q tile computes K/V tiles 0 and 1,
+    // not 2 (seq 1's cells only); seq 1's tiles 0 and 2, not 1
+    w = decode({{0, 32, 64}, {1, 32, 64}});
+    CHECK(w.n_kv == 256);
+    CHECK(w.tiled_cells == 64 * 128 + 64 * 128);
+}

@@ -118,8 +118,11 @@ int calibrate_cli::run(std::ostream & term) {
                         "attention {:.4f} ns per K/V KiB + {:.4f} ns per MFLOP{}\n",
                         d.weight_read_fraction * d.bandwidth_gbs, d.weight_read_fraction, d.bandwidth_gbs, gemms, d.float_gemm_speedup,
                         d.ubatch_overhead_s * 1e6, d.attn_s_per_kv_byte * 1e9 * 1024, d.attn_s_per_flop * 1e15,
-                        d.repack_rows ? fmt::format("; repacked matmul: {:.3f} ms per extra pass over 1 GB of weights ({} tokens per gemm)",
-                                                    d.extra_pass_s_per_byte * 1e12, d.repack_rows)
+                        d.repack_rows ? fmt::format("; repacked matmul: {:.3f} ms per extra pass over 1 GB of weights ({} tokens per gemm); "
+                                                    "unpacked output matrix: {:.2f} ms per output row per 1e9 parameters; "
+                                                    "{:.3f} ns per cell scanned past the mask",
+                                                    d.extra_pass_s_per_byte * 1e12, d.repack_rows, d.output_s_per_param_row * 1e12,
+                                                    d.attn_s_per_scanned_cell * 1e9)
                                       : "");
     if (out.empty()) {
         term << j.dump(2) << '\n';

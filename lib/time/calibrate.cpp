@@ -259,9 +259,10 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
 namespace {
 // The fitted terms: seconds per weight byte (memory-bound ubatches), per ubatch, per K/V byte,
 // per attention FLOP, then seconds per dense FLOP for each ubatch size (compute-bound ubatches).
-enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_GEMM0 };
+enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_OUTPUT, T_TILED, T_GEMM0 };
 const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_overhead_s", "attn_s_per_kv_byte", "attn_s_per_flop",
-                                            "extra_pass_s_per_byte", "attn_s_per_scanned_cell"};
+                                            "extra_pass_s_per_byte", "attn_s_per_scanned_cell", "output_s_per_param_row",
+                                            "attn_tiled_s_per_kv_byte"};
 
 struct fit_state {
     std::vector<double> x;          // T_GEMM0 + sizes.size() terms
@@ -313,6 +314,8 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
             row[T_ATTN_FLOPS] += t.attn_flops;
             row[T_EXTRA_PASS] += t.extra_pass_bytes;
             row[T_SCAN] += t.scanned_cells;
+            row[T_OUTPUT] += t.output_row_params;
+            row[T_TILED] += t.tiled_kv_bytes;
         }
         double fixed = 0;
         for (size_t k = 0; k < s.x.size(); ++k) {
@@ -346,6 +349,8 @@ std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, c
 // rest. False when even the weight-read and GEMM terms outnumber the results.
 bool keep_from_base(fit_state & s, const device_profile & base, size_t n_results, std::vector<std::string> & notes) {
     const std::pair<size_t, double> order[] = {{T_SCAN, base.attn_s_per_scanned_cell},
+                                               {T_OUTPUT, base.output_s_per_param_row},
+                                               {T_TILED, base.attn_tiled_s_per_kv_byte},
                                                {T_EXTRA_PASS, base.extra_pass_s_per_byte},
                                                {T_UBATCH, base.ubatch_overhead_s},
                                                {T_ATTN_FLOPS, base.attn_s_per_flop},
@@ -386,6 +391,13 @@ struct term_fit {
     double sq_error = 0;   // sum of squared relative errors over the results
 };
 
+bool any_ubatch(const std::vector<std::vector<ubatch_terms>> & pts, double ubatch_terms::*term) {
+    for (const auto & p : pts)
+        for (const auto & t : p)
+            if (t.*term > 0) return true;
+    return false;
+}
+
 term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const model_shape & m,
                    const device_profile & base) {
     term_fit r;
@@ -400,22 +412,25 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     s.x[T_WEIGHTS] = 1.0 / (bw * base.weight_read_fraction);
     for (size_t k = T_GEMM0; k < s.x.size(); ++k) s.x[k] = 1.0 / (peak * base.gemm_fraction_at(s.sizes[k - T_GEMM0]));
     // a term no result exercises is not free (no K/V read: all results single tokens at depth 0)
-    bool any_kv = false;
-    for (const auto & p : pts)
-        for (const auto & t : p) any_kv |= t.kv_bytes > 0;
-    if (!any_kv) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
+    if (!any_ubatch(pts, &ubatch_terms::kv_bytes)) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
+    // charged on the visible cells, the K/V bytes and the attention FLOPs are both the visible cells times a constant
+    // of the model: one column, fitted as attn_s_per_kv_byte
+    if (base.attention_cells == "visible" && s.active[T_ATTN_FLOPS]) {
+        s.active[T_ATTN_FLOPS] = false;
+        r.notes.push_back("attn_s_per_flop: with the visible cells charged it is proportional to attn_s_per_kv_byte; fixed at 0");
+    }
     // the repacked matmul's extra passes (step_time.h: repack_extra_passes): free when some result makes them
     s.x[T_EXTRA_PASS] = base.extra_pass_s_per_byte;
-    bool any_extra = false;
-    for (const auto & p : pts)
-        for (const auto & t : p) any_extra |= t.extra_pass_bytes > 0;
-    if (!any_extra) s.active[T_EXTRA_PASS] = false;
+    if (!any_ubatch(pts, &ubatch_terms::extra_pass_bytes)) s.active[T_EXTRA_PASS] = false;
     // cells walked past the mask: only results of several sequences in one stream tell them from the visible ones
     s.x[T_SCAN] = base.attn_s_per_scanned_cell;
-    bool any_shared = false;
-    for (const auto & p : pts)
-        for (const auto & t : p) any_shared |= t.scanned_cells > 0;
-    if (!any_shared) s.active[T_SCAN] = false;
+    if (!any_ubatch(pts, &ubatch_terms::scanned_cells)) s.active[T_SCAN] = false;
+    // several output rows through an unpacked output matrix: only results of several sequences have them
+    s.x[T_OUTPUT] = base.output_s_per_param_row;
+    if (!any_ubatch(pts, &ubatch_terms::output_row_params)) s.active[T_OUTPUT] = false;
+    // the tiled flash-attention path's cells (visible only)
+    s.x[T_TILED] = base.attn_tiled_s_per_kv_byte;
+    if (!any_ubatch(pts, &ubatch_terms::tiled_kv_bytes)) s.active[T_TILED] = false;
     std::vector<bool> branch = branches(pts, s);
     std::vector<bool> gemm_free(s.x.size(), true);   // sizes not given up as unseparable
     for (int iter = 0; iter < 100; ++iter) {
@@ -435,7 +450,7 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
             // not separable by these results: give up the least identifiable term, in this order
             // (the per-ubatch cost is collinear with the per-size GEMM terms when every size has one)
             bool dropped = false;
-            for (size_t t : {(size_t) T_SCAN, (size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV, (size_t) T_EXTRA_PASS}) {
+            for (size_t t : {(size_t) T_SCAN, (size_t) T_OUTPUT, (size_t) T_TILED, (size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV, (size_t) T_EXTRA_PASS}) {
                 if (s.active[t]) {
                     s.active[t] = false;
                     s.x[t] = 0;
@@ -491,6 +506,8 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     d.attn_s_per_flop = s.x[T_ATTN_FLOPS];
     d.extra_pass_s_per_byte = s.x[T_EXTRA_PASS];
     d.attn_s_per_scanned_cell = s.x[T_SCAN];
+    d.output_s_per_param_row = s.x[T_OUTPUT];
+    d.attn_tiled_s_per_kv_byte = s.x[T_TILED];
     const step_time_model fitted{d, m, nullptr};   // the float speed-up is already in the FLOPs
     for (size_t i = 0; i < pts.size(); ++i) {
         double t = 0;

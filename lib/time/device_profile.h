@@ -40,6 +40,9 @@ struct device_profile {
     // byte. 0 = no repacking (GPU profiles).
     int repack_rows = 0;
     double extra_pass_s_per_byte = 0;
+    // Seconds per output-matrix parameter per output row, for ubatches of two or more output rows whose output
+    // matmul is not repacked (step_time.h: output_row_params). 0 = not modelled (GPU profiles).
+    double output_s_per_param_row = 0;
     // GB/s of the copies between the device's K/V and host memory that llama-server's RAM prompt cache and context
     // checkpoints make (llama_state_seq_get_data / set_data: save and restore); 0 = not modelled (they take no time).
     double host_link_gbs = 0;
@@ -56,6 +59,9 @@ struct device_profile {
     double attn_s_per_flop = 0;
     // "visible" only: seconds per cell the CPU kernel walks past testing the mask (step_time.h: scanned_cells)
     double attn_s_per_scanned_cell = 0;
+    // "visible" only: seconds per K/V byte of the visible cells in ggml-cpu's tiled flash-attention path (ubatches of 64
+    // tokens and more; step_time.h: tiled_kv_bytes)
+    double attn_tiled_s_per_kv_byte = 0;
     // What a fitted profile was calibrated on (its "calibration" object, written by kvsim calibrate):
     // the model preset and the weight types; empty for a datasheet or host profile.
     std::string calibrated_model{};

@@ -40,14 +40,23 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
     t.weight_bytes = wb.read_per_ubatch();
     t.dense_flops = 2.0 * wb.dense_params * first.n_tokens + 2.0 * wb.output_params * n_out;
     if (!is_float_weight_type(weights) && device.repack_rows > 0) {
-        t.extra_pass_bytes = t.weight_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
+        // an unpacked (tied) output matrix takes no extra passes: it has its own term
+        const double packed = t.weight_bytes - (wb.output_tied ? wb.output : 0);
+        t.extra_pass_bytes = packed * repack_extra_passes(first.n_tokens, device.repack_rows);
         t.gemv_only = (int64_t) first.n_tokens < device.repack_rows;
+        if (wb.output_tied && n_out >= 2) {
+            t.output_row_params = wb.output_params * n_out;
+            t.dense_flops -= 2.0 * wb.output_params * n_out;   // priced by output_row_params, not the GEMM fraction
+        }
     }
     const bool visible = device.attention_cells == "visible";
     for (const auto & w : per_cache) {
         // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_f16: the tiled path from GGML_FA_TILE_Q (64) query rows
         if (visible && w.n_tokens < 64) t.scanned_cells += (double) w.n_tokens * w.n_kv * model.n_head * w.n_layer;
-        if (visible) {
+        if (visible && w.n_tokens >= 64) {
+            t.tiled_kv_bytes += w.tiled_cells * (double) w.bytes_per_cell_layer * w.n_layer;
+            t.tiled_attn_flops += 4.0 * w.tiled_cells * model.n_head * model.head_dim * w.n_layer;
+        } else if (visible) {
             t.kv_bytes += w.visible * (double) w.bytes_per_cell_layer * w.n_layer;
             t.attn_flops += 4.0 * w.visible * model.n_head * model.head_dim * w.n_layer;
         } else {
@@ -66,17 +75,20 @@ double step_time_model::ubatch_seconds(const std::vector<ubatch_work> & per_cach
 double step_time_model::seconds_of(const ubatch_terms & t) const {
     double bytes = t.weight_bytes, flops = t.dense_flops, attn = 0;
     if (measured_s_per_kv_byte > 0) {
-        attn = t.kv_bytes * measured_s_per_kv_byte;
+        attn = (t.kv_bytes + t.tiled_kv_bytes) * measured_s_per_kv_byte;
     } else if (device.attention_linear()) {
-        attn = t.kv_bytes * device.attn_s_per_kv_byte + t.attn_flops * device.attn_s_per_flop;
-    } else {
-        bytes += t.kv_bytes;
-        flops += t.attn_flops;
+        attn = t.kv_bytes * device.attn_s_per_kv_byte + t.attn_flops * device.attn_s_per_flop +
+               t.tiled_kv_bytes * device.attn_tiled_s_per_kv_byte;
+    } else {   // a roofline has one attention: the tiled path's cells join the others
+        bytes += t.kv_bytes + t.tiled_kv_bytes;
+        flops += t.attn_flops + t.tiled_attn_flops;
     }
     const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.weight_read_fraction);
     const double gemm = device.gemm_fraction_at(t.n_tokens) * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
     const double compute = flops / (device.peak_tflops * 1e12 * gemm);
-    return (t.gemv_only ? mem : std::max(mem, compute)) + attn + t.scanned_cells * device.attn_s_per_scanned_cell + t.extra_pass_bytes * device.extra_pass_s_per_byte + device.ubatch_overhead_s +
+    return (t.gemv_only ? mem : std::max(mem, compute)) + attn +
+           t.scanned_cells * device.attn_s_per_scanned_cell + t.extra_pass_bytes * device.extra_pass_s_per_byte +
+           t.output_row_params * device.output_s_per_param_row + device.ubatch_overhead_s +
            model.n_layer * device.layer_overhead_s;
 }
 
@@ -119,7 +131,8 @@ ubatch_work_collector::ubatch_work_collector(const context & ctx, decode_observe
 void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) {
     if (&c == first_cache_) work.emplace_back();
     const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
-    work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub)});
+    work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub),
+                           ubatch_tiled_cells(c, ub, n_kv)});
     if (next) next->on_apply(c, sinfo, ub, n_kv);
 }
 
@@ -142,6 +155,76 @@ double ubatch_visible_cells(const kv_cache & c, const ubatch & ub) {
             const double v = std::max(0.0, cells - j);   // the j-th newest token sees all but the j newer ones
             sum += n_swa ? std::min<double>(v, n_swa) : v;
         }
+    }
+    return sum;
+}
+
+namespace {
+constexpr uint32_t k_fa_tile_q = 64, k_fa_tile_kv = 64;   // ggml-cpu/common.h: GGML_FA_TILE_Q, GGML_FA_TILE_KV
+
+// The positions a Q tile's sequences reach: for each sequence of the tile (index into seqs), its tokens' lowest and
+// highest position; -1 when the tile has none.
+struct tile_span {
+    std::vector<llama_pos> lo, hi;
+};
+
+// Whether K/V tile k (cells [64k, 64k + 64) of n_kv) holds a cell some token of the Q tile sees: per sequence, the
+// lowest position of its cells in that K/V tile (min_pos[k * n_seq + s]) against the tile's highest position (causal),
+// and within n_swa of its lowest (standard SWA).
+bool kv_tile_seen(const std::vector<llama_pos> & min_pos, const std::vector<llama_pos> & max_pos, size_t k, const tile_span & q,
+                  uint32_t n_swa) {
+    const size_t n = q.lo.size();
+    for (size_t s = 0; s < n; ++s) {
+        if (q.hi[s] < 0 || min_pos[k * n + s] < 0 || min_pos[k * n + s] > q.hi[s]) continue;
+        if (n_swa == 0 || max_pos[k * n + s] > q.lo[s] - (llama_pos) n_swa) return true;
+    }
+    return false;
+}
+}  // namespace
+
+double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv) {
+    if (ub.n_tokens < k_fa_tile_q || n_kv == 0) return 0;
+    const uint32_t n_swa = c.params().swa == swa_type::standard ? c.params().n_swa : 0;
+    const std::vector<llama_seq_id> & seqs = ub.seq_id_unq;
+    const size_t n_seq = seqs.size(), n_tiles = (n_kv + k_fa_tile_kv - 1) / k_fa_tile_kv;
+    double sum = 0;
+    for (uint32_t strm = 0; strm < c.get_n_stream(); ++strm) {
+        // each stream's K/V view holds its own cells: per K/V tile and sequence, the lowest and highest position
+        const kv_cells & cells = c.cells(strm);
+        std::vector<llama_pos> min_pos(n_tiles * n_seq, -1), max_pos(n_tiles * n_seq, -1);
+        for (uint32_t j = 0; j < std::min(n_kv, cells.size()); ++j) {
+            if (cells.is_empty(j)) continue;
+            const llama_pos p = cells.pos_get(j);
+            for (size_t s = 0; s < n_seq; ++s) {
+                if (c.seq_to_stream(seqs[s]) != strm || !cells.seq_has(j, seqs[s])) continue;
+                llama_pos & lo = min_pos[(j / k_fa_tile_kv) * n_seq + s], & hi = max_pos[(j / k_fa_tile_kv) * n_seq + s];
+                lo = lo < 0 ? p : std::min(lo, p);
+                hi = std::max(hi, p);
+            }
+        }
+        // the stream's tokens in ubatch order, 64 at a time
+        tile_span q{std::vector<llama_pos>(n_seq, -1), std::vector<llama_pos>(n_seq, -1)};
+        uint32_t rows = 0;
+        auto close_tile = [&] {
+            for (size_t k = 0; k < n_tiles; ++k) {
+                if (kv_tile_seen(min_pos, max_pos, k, q, n_swa)) sum += (double) rows * std::min<uint32_t>(k_fa_tile_kv, n_kv - (uint32_t) k * k_fa_tile_kv);
+            }
+            std::fill(q.lo.begin(), q.lo.end(), -1);
+            std::fill(q.hi.begin(), q.hi.end(), -1);
+            rows = 0;
+        };
+        for (uint32_t t = 0; t < ub.n_tokens; ++t) {
+            const llama_seq_id s0 = ub.seq_id[t][0];
+            if (c.seq_to_stream(s0) != strm) continue;
+            // a token of several sequences sees the cells of each
+            for (const llama_seq_id s : ub.seq_id[t]) {
+                const size_t i = (size_t) (std::lower_bound(seqs.begin(), seqs.end(), s) - seqs.begin());
+                q.lo[i] = q.lo[i] < 0 ? ub.pos[t] : std::min(q.lo[i], ub.pos[t]);
+                q.hi[i] = std::max(q.hi[i], ub.pos[t]);
+            }
+            if (++rows == k_fa_tile_q) close_tile();
+        }
+        if (rows > 0) close_tile();
     }
     return sum;
 }

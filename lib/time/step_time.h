@@ -25,6 +25,7 @@ struct ubatch_work {
     size_t bytes_per_cell_layer = 0;
     uint32_t n_outputs = 0;   // rows the output matrix computes (logits); 0 = unknown: n_tokens
     double visible = 0;       // sum over the ubatch's tokens of the cells each one sees (ubatch_visible_cells)
+    double tiled_cells = 0;   // ubatches of 64 tokens and more: cells ggml's tiled path computes (ubatch_tiled_cells)
 };
 
 // ggml-cpu's repacked quantized matmul (ggml-cpu/repack.cpp: forward_mul_mat_one_chunk) takes the ubatch's tokens
@@ -39,6 +40,14 @@ double repack_extra_passes(double n_tokens, int rows);
 // masked cells (ggml-cpu/ops.cpp: ggml_compute_forward_flash_attn_ext_f16_one_chunk), so this,
 // not n_kv, is its work in a cache shared by several sequences. O(n_tokens).
 double ubatch_visible_cells(const kv_cache & c, const ubatch & ub);
+
+// ggml's tiled CPU flash attention (ggml-cpu/ops.cpp: ggml_compute_forward_flash_attn_ext_tiled, from GGML_FA_TILE_Q = 64
+// query rows) computes a whole tile of 64 query rows (consecutive tokens of the ubatch, per stream) by 64 cells
+// (GGML_FA_TILE_KV) unless every cell of the tile is masked for every row of it: this sums, over the ubatch's Q tiles,
+// rows x cells of the K/V tiles up to n_kv it computes. A Q tile holding tokens of several sequences, or cells of one
+// sequence spread among others', computes more than the visible cells. 0 for fewer than 64 tokens (the one-row path).
+// O(n_kv x sequences + Q tiles x K/V tiles x sequences).
+double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv);
 
 // The dense and attention quantities of one ubatch (all caches), before a device turns them into time.
 struct ubatch_terms {
@@ -55,6 +64,18 @@ struct ubatch_terms {
     // for fewer than 64 query rows visits every cell up to n_kv of its stream per row and head, computing only the
     // unmasked ones): n_tokens * n_kv * n_head * n_layer, all caches; 0 for 64 tokens and more (the tiled path)
     double scanned_cells = 0;
+    // Output-matrix parameters times output rows, for a ubatch of two or more output rows whose output matmul is not
+    // repacked (device repack_rows > 0 and a tied output: weight_bytes::output_tied); 0 otherwise. One row is a
+    // memory-bound gemv (the output's bytes are in weight_bytes); several go through tinyBLAS (ggml-cpu/llamafile/sgemm.cpp),
+    // which is compute-bound on a CPU: measured 5.5 ms for one row, 25 ms for two, 37 ms for four (qwen2.5-0.5b's
+    // q8_0 output, 136 M parameters, Zen 5, one thread: docs/benchmarks.md).
+    double output_row_params = 0;
+    // (device attention_cells "visible") ubatches of 64 tokens and more: ggml's CPU flash attention takes its tiled path
+    // (ggml_compute_forward_flash_attn_ext_tiled: a GEMM per Q tile and K/V tile, tiles masked for every row skipped),
+    // whose cost per cell differs from the one-row path's: tiled_cells * bytes_per_cell_layer * n_layer, all caches, priced by
+    // attn_tiled_s_per_kv_byte; kv_bytes and attn_flops then hold the one-row path's ubatches only
+    double tiled_kv_bytes = 0;
+    double tiled_attn_flops = 0;   // 4 * tiled_cells * n_head * head_dim * n_layer of those ubatches (a roofline adds them)
     // (device attention_cells "visible": visible * bytes_per_cell_layer * n_layer and
     //  4 * visible * n_head * head_dim * n_layer instead)
 };

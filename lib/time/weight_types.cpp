@@ -136,6 +136,7 @@ weight_bytes model_weight_bytes(const model_shape & m, const weight_file_type & 
     w.n_params += n_1d;
     w.token_embd = mat("token_embd", 0, e, m.n_vocab);
     w.output_params = (double) e * m.n_vocab;
+    w.output_tied = m.tied_embd;
     if (m.tied_embd) {
         w.output = w.token_embd;   // the output matmul reads the whole (shared) matrix
         w.token_embd = 0;          // counted once, as output (file_bytes stays right)
