@@ -30,19 +30,28 @@ def main():
         die("%s" % e)
     if not lines:
         die("%s: no JSONL result lines (run llama-batched-bench with --output-format jsonl)" % args[0])
-    keep = ("model_type", "model_size", "model_n_params", "type_k", "type_v", "n_threads", "cpu_info", "gpu_info",
-            "build_commit", "backends")
     out = []
     for l in lines:
-        base = {k: ref[k] for k in keep if k in ref}
-        base.update(n_batch=l["n_batch"], n_ubatch=l["n_ubatch"], flash_attn=l["flash_attn"], n_seq=l["pl"],
-                    kv_unified="--kvu" in sys.argv, n_ctx=l["n_kv_max"], stddev_ns=0)
-        if l["pp"] > 0:
-            out.append(dict(base, n_prompt=l["pp"], n_gen=0, n_depth=0, avg_ns=int(l["t_pp"] * 1e9)))
-        if l["tg"] > 0:
-            out.append(dict(base, n_prompt=0, n_gen=l["tg"], n_depth=l["pp"], avg_ns=int(l["t_tg"] * 1e9)))
+        out += bench_rows(ref, dict(n_batch=l["n_batch"], n_ubatch=l["n_ubatch"], flash_attn=l["flash_attn"], n_seq=l["pl"],
+                                    kv_unified="--kvu" in sys.argv, n_ctx=l["n_kv_max"]), l["pp"], l["tg"], l["t_pp"], l["t_tg"])
     with open(args[2], "w") as f:
         json.dump(out, f, indent=1)
+
+
+def bench_rows(ref, settings, pp, tg, t_pp, t_tg):
+    """The prompt row (pp tokens per sequence, t_pp seconds) and the generation row (tg steps at depth pp, t_tg
+    seconds) of one batched run, with the model fields of the llama-bench row `ref` and `settings` (n_batch,
+    n_ubatch, flash_attn, n_seq, kv_unified, n_ctx)."""
+    keep = ("model_type", "model_size", "model_n_params", "type_k", "type_v", "n_threads", "cpu_info", "gpu_info",
+            "build_commit", "backends")
+    base = {k: ref[k] for k in keep if k in ref}
+    base.update(settings, stddev_ns=0)
+    out = []
+    if pp > 0:
+        out.append(dict(base, n_prompt=pp, n_gen=0, n_depth=0, avg_ns=int(t_pp * 1e9)))
+    if tg > 0:
+        out.append(dict(base, n_prompt=0, n_gen=tg, n_depth=pp, avg_ns=int(t_tg * 1e9)))
+    return out
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 # (the machine is shared and noisy; two runs would compare different machines), interleaved in ROUNDS:
 #   0. the op trace of a request-trace slice (kvsim replay --emit-ops, --arrivals saturate: the ops do not
 #      depend on the step times)
-#   1. each round: llama-bench calibration points (-o json: pp at several -p and -ub; tg, 2-8 token prompts
-#      and pp512 at several -d), llama-batched-bench's (2 and 4 sequences in one cache: batched_to_bench.py), then
-#      the op trace timed call by call on the real library (tv-decode-timer)
+#   1. each round: llama-bench calibration points (-o json: pp at several -p and -ub; 2-8 token prompts and pp512
+#      at several -d), llama-batched-bench's runs (1, 2 and 4 sequences in one cache) timed call by call by
+#      tv-decode-timer (batched_steps.py: their op trace, then llama-bench rows), then the slice's op trace timed
+#      call by call on the real library (tv-decode-timer)
 #   2. merge_rounds.py: every llama-bench result and every real step time the minimum (STAT=median: the median)
 #      over the rounds, with the round-to-round spread (why the minimum: merge_rounds.py)
 #   3. kvsim calibrate on the merged results -> a device profile
@@ -89,25 +90,25 @@ log "kvsim replay --emit-ops (first $LIMIT requests, --arrivals saturate: a gap-
 "$KVSIM" "${REPLAY[@]}" --device cpu --emit-ops "$OUT/ops.csv" --out "$OUT/sim-ops" > "$OUT/replay-ops.txt" 2>&1
 
 # --- 1. interleaved rounds: calibration points, then the real op trace ----------------------
+BATCHED="--npp 128,512 --ntg 16 --npl 1,2,$NP"
+python3 "$HERE/batched_steps.py" ops "$OUT/batched-ops.csv" $BATCHED
 FA1=$([ "$FA" = off ] && echo 0 || echo 1)
 common=(-m "$MODEL" -t "$THREADS" -fa "$FA1" -ctk "$CTK" -ctv "$CTV" -b "$B" -r "$REPS" -o json)
 for r in $(seq 1 "$ROUNDS"); do
   log "round $r/$ROUNDS: llama-bench pp (-p 1,2,4,16,64,128,512 x -ub 128,$UB)"
   "${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 1,2,4,16,64,128,512 -n 0 -ub "128,$UB" > "$OUT/bench-pp-$r.json" 2> "$OUT/bench-pp-$r.log"
   load "bench-pp $r"
-  # prompts at depth: a step of several sequences' tokens reads the cells of a cache the others filled, which
-  # 1-token decodes at depth (tg) and prompts at depth 0 do not show
-  log "round $r/$ROUNDS: llama-bench tg and prompts at depth (-n 32, -p 2,4,8,512 at -d 0,1024,2048)"
-  "${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 2,4,8,512 -n 32 -d 0,1024,2048 -ub "$UB" > "$OUT/bench-tg-$r.json" 2> "$OUT/bench-tg-$r.log"
-  load "bench-tg $r"
-  # several sequences in one cache: decode steps of NP tokens whose attention walks the other sequences' cells
-  if [ -x "$BIN/llama-batched-bench" ]; then
-    log "round $r/$ROUNDS: llama-batched-bench (-npp 128,512 -ntg 16 -npl 2,4 $KVUFLAG)"
-    "${pin[@]}" "$BIN/llama-batched-bench" -m "$MODEL" -c "$CTX" -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" \
-      -npp 128,512 -ntg 16 -npl 2,4 $([ "$KVU" = 1 ] && echo -kvu) --output-format jsonl > "$OUT/batched-$r.jsonl" 2> "$OUT/batched-$r.log"
-    python3 "$HERE/batched_to_bench.py" "$OUT/batched-$r.jsonl" "$OUT/bench-pp-$r.json" "$OUT/bench-np-$r.json" $([ "$KVU" = 1 ] && echo --kvu)
-    load "batched $r"
-  fi
+  # prompts at depth: a step of several tokens reads the cells a long prompt filled. No tg: llama-bench's tg32 is the
+  # mean of 32 decodes, every stall included, where every other point is one decode's minimum over the samples
+  log "round $r/$ROUNDS: llama-bench prompts at depth (-p 2,4,8,512 at -d 0,1024,2048)"
+  "${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 2,4,8,512 -n 0 -d 0,1024,2048 -ub "$UB" > "$OUT/bench-depth-$r.json" 2> "$OUT/bench-depth-$r.log"
+  load "bench-depth $r"
+  # several sequences in one cache (and one, as the same steps): decode steps of NP tokens whose attention walks
+  # the other sequences' cells and whose output matrix computes NP rows, each decode timed (batched_steps.py)
+  log "round $r/$ROUNDS: llama-batched-bench's runs timed call by call ($BATCHED)"
+  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/batched-ops.csv" -o "$OUT/batched-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
+    -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
+  load "batched $r"
   log "round $r/$ROUNDS: real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"
   "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/ops.csv" -o "$OUT/real-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
@@ -115,16 +116,14 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 seqs=$(seq 1 "$ROUNDS")
 python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-pp.json" $(for r in $seqs; do echo "$OUT/bench-pp-$r.json"; done)
-python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-tg.json" $(for r in $seqs; do echo "$OUT/bench-tg-$r.json"; done)
-NPBENCH=()
-if [ -f "$OUT/bench-np-1.json" ]; then
-  python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-np.json" $(for r in $seqs; do echo "$OUT/bench-np-$r.json"; done)
-  NPBENCH=("$OUT/bench-np.json")
-fi
+python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-depth.json" $(for r in $seqs; do echo "$OUT/bench-depth-$r.json"; done)
+python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/batched-steps.csv" $(for r in $seqs; do echo "$OUT/batched-steps-$r.csv"; done) > /dev/null
+python3 "$HERE/batched_steps.py" bench "$OUT/batched-steps.csv" "$OUT/bench-pp.json" "$OUT/bench-np.json" $BATCHED \
+  --n-batch "$B" --n-ubatch "$UB" --ctx "$CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/real-steps.csv" $(for r in $seqs; do echo "$OUT/real-steps-$r.csv"; done) | tee "$OUT/rounds.txt"
 
 # harness check (not kvsim): the timer on a llama-bench-like op trace, one 128-token prompt at
-# depth 0 then 32 single tokens, against llama-bench's pp128 (-ub 128) / tg32 (-d 0) of this run
+# depth 0 then 32 single tokens, against llama-bench's pp128 (-ub 128) / pp1 (-ub 512) of this run
 { echo "batch,op,seq,n_tokens,p0,p1,delta,seq_dst"; echo "p,decode,0,128,0,,,"
   for i in $(seq 0 31); do echo "g$i,decode,0,1,$((128 + i)),,,"; done; } > "$OUT/selfcheck-ops.csv"
 "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/selfcheck-ops.csv" -o "$OUT/selfcheck-steps.csv" -c "$CTX" -np 1 \
@@ -133,19 +132,19 @@ python3 - "$OUT" <<'PY' | tee "$OUT/selfcheck.txt"
 import csv, json, statistics, sys
 d = sys.argv[1]
 pp = [b for b in json.load(open(d + "/bench-pp.json")) if b["n_prompt"] == 128 and b["n_ubatch"] == 128]
-tg = [b for b in json.load(open(d + "/bench-tg.json")) if b["n_depth"] == 0 and b["n_gen"] > 0]
+p1 = [b for b in json.load(open(d + "/bench-pp.json")) if b["n_prompt"] == 1 and b["n_ubatch"] != 128]
 st = list(csv.DictReader(open(d + "/selfcheck-steps.csv")))
 g = statistics.median(float(r["ms"]) for r in st[1:])
 if pp:
     print("harness check: 128-token prompt %.1f ms (timer) vs %.1f ms (llama-bench pp128 -ub 128)" % (float(st[0]["ms"]), pp[0]["avg_ns"] / 1e6))
-if tg:
-    print("harness check: 1-token decode median %.1f ms (timer) vs %.1f ms (llama-bench tg32 / 32)" % (g, tg[0]["avg_ns"] / 1e6 / tg[0]["n_gen"]))
+if p1:
+    print("harness check: 1-token decode median %.1f ms (timer) vs %.1f ms (llama-bench pp1, minimum of its samples)" % (g, p1[0]["avg_ns"] / 1e6))
 PY
 
 # --- 2. kvsim calibrate on the merged rounds --------------------------------------------------
 CELLS=(); [ -n "$ATTENTION_CELLS" ] && CELLS=(--attention-cells "$ATTENTION_CELLS")
 log "kvsim calibrate ${CELLS[*]:-}"
-"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-tg.json" "${NPBENCH[@]}" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
+"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-depth.json" "$OUT/bench-np.json" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
 
 # --- 3. held-out validation -----------------------------------------------------------------
 log "kvsim replay with the fitted profile"

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""llama-batched-bench's runs, timed call by call by tv-decode-timer, as llama-bench rows kvsim calibrate reads.
+
+  batched_steps.py ops OUT.csv --npp 128,512 --ntg 16 --npl 2,4
+  batched_steps.py bench STEPS.csv MODEL_FROM.json OUT.json --npp 128,512 --ntg 16 --npl 2,4 \\
+                   --n-batch 2048 --n-ubatch 512 --ctx 8192 [--kvu] [--fa 0|1]
+
+`ops` writes the op trace of batched-bench's runs (tools/batched-bench/batched-bench.cpp): for each -npp, -npl
+(in that order), a cleared cache, one batch of npl prompts of npp tokens (sequence 0's, then 1's, ...), then ntg
+steps of one token per sequence. `bench` turns tv-decode-timer's step times of that trace (one row per decode, in
+order; merge_rounds.py's minimum over the rounds) into the rows batched_to_bench.py makes of batched-bench's own
+JSONL: the prompt (n_prompt npp, n_seq npl) and the generation (n_gen ntg at n_depth npp), each the sum of its
+decodes' times.
+
+The first generation step after a prompt is left out of the generation row (it becomes n_gen ntg - 1 at n_depth
+npp + 1): llama.cpp de3ff815 took it 1.1-10x as long as the steps after it, the minimum over 4 rounds too (one Zen 5
+core: 78 ms then 16 ms per step after 128-token prompts, 150 then 18 after 512; docs/benchmarks.md), a transient
+kvsim's step terms do not model; in the validated replay such steps stay, and count against kvsim.
+
+Why not batched-bench's own times: its generation time is the mean over the ntg steps, stalls included, while the
+validated steps (and llama-bench's -r samples) take each decode's minimum over the rounds; on the shared 2-vCPU VM
+batched-bench's 2-sequence steps measured 76 ms where the same steps of the replay took 50 (docs/benchmarks.md).
+"""
+import argparse
+import csv
+import json
+import sys
+
+from batched_to_bench import bench_rows
+
+
+def die(msg):
+    print("batched_steps.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def ints(s):
+    try:
+        v = [int(x) for x in s.split(",")]
+    except ValueError:
+        die("not a list of whole numbers: %r" % s)
+    if not v or min(v) <= 0:
+        die("not a list of positive numbers: %r" % s)
+    return v
+
+
+def runs(a):
+    return [(pp, pl) for pp in ints(a.npp) for pl in ints(a.npl)]
+
+
+def write_ops(a):
+    ntg = ints(a.ntg)[0]
+    with open(a.out, "w") as f:
+        f.write("batch,op,seq,n_tokens,p0,p1,delta,seq_dst\n")
+        for pp, pl in runs(a):
+            f.write(",clear,,,,,,\n")
+            for s in range(pl):
+                f.write("p%dx%d,decode,%d,%d,0,,,\n" % (pl, pp, s, pp))
+            for t in range(ntg):
+                for s in range(pl):
+                    f.write("g%dx%d_%d,decode,%d,1,%d,,,\n" % (pl, pp, t, s, pp + t))
+
+
+def write_bench(a):
+    ntg = ints(a.ntg)[0]
+    try:
+        ref = json.load(open(a.model_from))[0]
+        steps = list(csv.DictReader(open(a.steps)))
+    except (OSError, ValueError, IndexError) as e:
+        die("%s" % e)
+    need = sum(1 + ntg for _ in runs(a))
+    if len(steps) != need:
+        die("%s: %d steps, the trace of these runs has %d decodes" % (a.steps, len(steps), need))
+    out, i = [], 0
+    for pp, pl in runs(a):
+        ms = [float(r["ms"]) for r in steps[i:i + 1 + ntg]]
+        if any(int(r["rc"]) != 0 for r in steps[i:i + 1 + ntg]):
+            die("%s: a decode of the run npp %d npl %d failed" % (a.steps, pp, pl))
+        i += 1 + ntg
+        settings = dict(n_batch=a.n_batch, n_ubatch=a.n_ubatch, flash_attn=a.fa, n_seq=pl, kv_unified=a.kvu,
+                        n_ctx=a.ctx)
+        # the generation row from the second step on (n_gen ntg - 1 at depth pp + 1): see the header
+        out += bench_rows(ref, settings, pp, 0, ms[0] / 1e3, 0)
+        out += [dict(r, n_depth=pp + 1) for r in bench_rows(ref, settings, 0, ntg - 1, 0, sum(ms[2:]) / 1e3)]
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["ops", "bench"])
+    ap.add_argument("files", nargs="+")
+    for o in ("--npp", "--ntg", "--npl"):
+        ap.add_argument(o, required=True)
+    ap.add_argument("--n-batch", type=int, default=2048)
+    ap.add_argument("--n-ubatch", type=int, default=512)
+    ap.add_argument("--ctx", type=int, default=8192)
+    ap.add_argument("--fa", type=int, default=1)
+    ap.add_argument("--kvu", action="store_true")
+    a = ap.parse_args()
+    if a.mode == "ops":
+        if len(a.files) != 1:
+            die("usage: batched_steps.py ops OUT.csv --npp ... --ntg ... --npl ...")
+        a.out = a.files[0]
+        write_ops(a)
+    else:
+        if len(a.files) != 3:
+            die("usage: batched_steps.py bench STEPS.csv MODEL_FROM.json OUT.json --npp ... --ntg ... --npl ...")
+        a.steps, a.model_from, a.out = a.files
+        write_bench(a)
+
+
+if __name__ == "__main__":
+    main()
