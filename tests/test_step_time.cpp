@@ -380,22 +380,36 @@ TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output
         return std::vector<ubatch_work>{{n_tokens, 1024, 1, 24, 512, n_outputs, visible, n_tokens >= 64 ? 2 * visible : 0}};
     };
     const ubatch_terms one = tm.terms(work(1, 1, 100)), two = tm.terms(work(2, 2, 200)), four = tm.terms(work(4, 4, 400));
-    CHECK(one.output_row_params == 0);
-    CHECK(two.output_row_params == 2 * wb.output_params);
-    CHECK(four.output_row_params == 4 * wb.output_params);
+    // Q4_0's layers are all repacked (q4_0, rows divisible by 8); its tied output (q8_0) is not
+    CHECK(wb.unpacked_dense_params == 0);
+    CHECK(!wb.output_packed);
+    CHECK(wb.packed_bytes == wb.attn + wb.ffn);
+    CHECK(one.unpacked_row_params == 0);
+    CHECK(two.unpacked_row_params == 2 * wb.output_params);
+    CHECK(four.unpacked_row_params == 4 * wb.output_params);
     // the output's FLOPs move out of the GEMM term, its bytes out of the repacked matmul's extra passes
     CHECK(two.dense_flops == 2 * 2 * wb.dense_params);
-    CHECK(two.extra_pass_bytes == wb.read_per_ubatch() - wb.output);
+    CHECK(two.extra_pass_bytes == wb.attn + wb.ffn);
+    // Q8_0 is not repacked on x86: its layers' rows beyond one join the term while the packed ones would be gemv
+    // passes (2-3 tokens), and take no extra passes
+    const step_time_model q8{d, qwen, &parse_weight_file_type("q8_0")};
+    const weight_bytes wb8 = model_weight_bytes(qwen, parse_weight_file_type("q8_0"));
+    CHECK(wb8.packed_bytes == 0);
+    CHECK(wb8.unpacked_dense_params == wb8.dense_params);
+    CHECK(q8.terms(work(2, 2, 200)).unpacked_row_params == 2 * (wb8.dense_params + wb8.output_params));
+    CHECK(q8.terms(work(2, 2, 200)).extra_pass_bytes == 0);
+    CHECK(q8.terms(work(4, 4, 400)).unpacked_row_params == 4 * wb8.output_params);   // 4 tokens: the GEMM term
     // one sequence's prompt: one output row whatever its tokens
-    CHECK(tm.terms(work(4, 1, 400)).output_row_params == 0);
-    // an untied output (llama-3.1-8b) is repacked with the layers; float weights are not repacked at all
-    const step_time_model untied{d, model_preset("llama-3.1-8b"), &parse_weight_file_type("q4_0")};
-    CHECK(untied.terms(work(2, 2, 200)).output_row_params == 0);
+    CHECK(tm.terms(work(4, 1, 400)).unpacked_row_params == 0);
+    // llama-3.1-8b's untied output is q6_K in a Q4_0 file: not repacked on x86 either; float weights not at all
+    const model_shape l8 = model_preset("llama-3.1-8b");
+    const step_time_model untied{d, l8, &parse_weight_file_type("q4_0")};
+    CHECK(untied.terms(work(2, 2, 200)).unpacked_row_params == 2 * model_weight_bytes(l8, parse_weight_file_type("q4_0")).output_params);
     const step_time_model f16{d, qwen, &parse_weight_file_type("f16")};
-    CHECK(f16.terms(work(2, 2, 200)).output_row_params == 0);
+    CHECK(f16.terms(work(2, 2, 200)).unpacked_row_params == 0);
     // a GPU profile (no repacking) has no such term
     const step_time_model gpu{device_preset("h100-datasheet"), qwen, &parse_weight_file_type("q4_0")};
-    CHECK(gpu.terms(work(2, 2, 200)).output_row_params == 0);
+    CHECK(gpu.terms(work(2, 2, 200)).unpacked_row_params == 0);
     // 64 tokens and more: the visible cells are the tiled path's; fewer: the one-row path's
     const ubatch_terms tiled = tm.terms(work(64, 1, 6400)), rows = tm.terms(work(63, 1, 6300));
     CHECK(tiled.kv_bytes == 0);
@@ -404,13 +418,13 @@ TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output
     CHECK(rows.kv_bytes == 6300.0 * 512 * 24);
     // each term is priced by its own profile number, and read back from a profile file
     device_profile priced = d;
-    priced.output_s_per_param_row = 1e-10;
+    priced.unpacked_s_per_param_row = 1e-10;
     priced.attn_tiled_s_per_kv_byte = 1e-9;
     const step_time_model p{priced, qwen, &parse_weight_file_type("q4_0")};
-    CHECK(p.seconds_of(two) - tm.seconds_of(two) == doctest::Approx(two.output_row_params * 1e-10));
+    CHECK(p.seconds_of(two) - tm.seconds_of(two) == doctest::Approx(two.unpacked_row_params * 1e-10));
     CHECK(p.seconds_of(tiled) - tm.seconds_of(tiled) == doctest::Approx(tiled.tiled_kv_bytes * 1e-9));
     const device_profile back = parse_device_profile(device_profile_json(priced), "x");
-    CHECK(back.output_s_per_param_row == 1e-10);
+    CHECK(back.unpacked_s_per_param_row == 1e-10);
     CHECK(back.attn_tiled_s_per_kv_byte == 1e-9);
 }
 
@@ -423,7 +437,7 @@ TEST_CASE("ubatch_tiled_cells: the 64 x 64 tiles ggml's tiled CPU flash attentio
     cp.n_seq_max = 2;
     cp.kv_unified = true;
     context ctx(model_preset("tiny-llama"), cp);
-    ubatch_work_collector col(ctx);
+    ubatch_work_collector col(ctx, nullptr, true);
     auto decode = [&](std::initializer_list<std::tuple<llama_seq_id, llama_pos, int>> runs) {
         llama_batch_in b;
         for (const auto & [s, p0, n] : runs)

@@ -119,9 +119,9 @@ int calibrate_cli::run(std::ostream & term) {
                         d.weight_read_fraction * d.bandwidth_gbs, d.weight_read_fraction, d.bandwidth_gbs, gemms, d.float_gemm_speedup,
                         d.ubatch_overhead_s * 1e6, d.attn_s_per_kv_byte * 1e9 * 1024, d.attn_s_per_flop * 1e15,
                         d.repack_rows ? fmt::format("; repacked matmul: {:.3f} ms per extra pass over 1 GB of weights ({} tokens per gemm); "
-                                                    "unpacked output matrix: {:.2f} ms per output row per 1e9 parameters; "
+                                                    "unpacked matrices: {:.2f} ms per row per 1e9 parameters; "
                                                     "{:.3f} ns per cell scanned past the mask",
-                                                    d.extra_pass_s_per_byte * 1e12, d.repack_rows, d.output_s_per_param_row * 1e12,
+                                                    d.extra_pass_s_per_byte * 1e12, d.repack_rows, d.unpacked_s_per_param_row * 1e12,
                                                     d.attn_s_per_scanned_cell * 1e9)
                                       : "");
     if (out.empty()) {

@@ -245,7 +245,7 @@ void check_bench_model(const llama_bench_row & p, const model_shape & m, const w
 std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const step_time_model & tm) {
     context ctx(tm.model, bench_context(p));
     op_runner run(ctx);
-    ubatch_work_collector col(ctx);
+    ubatch_work_collector col(ctx, nullptr, tm.charges_visible());
     llama_pos pos = 0;
     decode_prompt(run, p.n_depth, ctx.sizes().n_batch, pos, p);   // untimed (or restored from a saved state)
     const scoped_decode_observer timed(run, &col);
@@ -259,9 +259,9 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
 namespace {
 // The fitted terms: seconds per weight byte (memory-bound ubatches), per ubatch, per K/V byte,
 // per attention FLOP, then seconds per dense FLOP for each ubatch size (compute-bound ubatches).
-enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_OUTPUT, T_TILED, T_GEMM0 };
+enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_UNPACKED, T_TILED, T_GEMM0 };
 const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_overhead_s", "attn_s_per_kv_byte", "attn_s_per_flop",
-                                            "extra_pass_s_per_byte", "attn_s_per_scanned_cell", "output_s_per_param_row",
+                                            "extra_pass_s_per_byte", "attn_s_per_scanned_cell", "unpacked_s_per_param_row",
                                             "attn_tiled_s_per_kv_byte"};
 
 struct fit_state {
@@ -314,7 +314,7 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
             row[T_ATTN_FLOPS] += t.attn_flops;
             row[T_EXTRA_PASS] += t.extra_pass_bytes;
             row[T_SCAN] += t.scanned_cells;
-            row[T_OUTPUT] += t.output_row_params;
+            row[T_UNPACKED] += t.unpacked_row_params;
             row[T_TILED] += t.tiled_kv_bytes;
         }
         double fixed = 0;
@@ -349,7 +349,7 @@ std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, c
 // rest. False when even the weight-read and GEMM terms outnumber the results.
 bool keep_from_base(fit_state & s, const device_profile & base, size_t n_results, std::vector<std::string> & notes) {
     const std::pair<size_t, double> order[] = {{T_SCAN, base.attn_s_per_scanned_cell},
-                                               {T_OUTPUT, base.output_s_per_param_row},
+                                               {T_UNPACKED, base.unpacked_s_per_param_row},
                                                {T_TILED, base.attn_tiled_s_per_kv_byte},
                                                {T_EXTRA_PASS, base.extra_pass_s_per_byte},
                                                {T_UBATCH, base.ubatch_overhead_s},
@@ -425,9 +425,10 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     // cells walked past the mask: only results of several sequences in one stream tell them from the visible ones
     s.x[T_SCAN] = base.attn_s_per_scanned_cell;
     if (!any_ubatch(pts, &ubatch_terms::scanned_cells)) s.active[T_SCAN] = false;
-    // several output rows through an unpacked output matrix: only results of several sequences have them
-    s.x[T_OUTPUT] = base.output_s_per_param_row;
-    if (!any_ubatch(pts, &ubatch_terms::output_row_params)) s.active[T_OUTPUT] = false;
+    // rows beyond one through unpacked matrices: results of several sequences (the output), or 2-3 token prompts of
+    // a model with unpacked layers
+    s.x[T_UNPACKED] = base.unpacked_s_per_param_row;
+    if (!any_ubatch(pts, &ubatch_terms::unpacked_row_params)) s.active[T_UNPACKED] = false;
     // the tiled flash-attention path's cells (visible only)
     s.x[T_TILED] = base.attn_tiled_s_per_kv_byte;
     if (!any_ubatch(pts, &ubatch_terms::tiled_kv_bytes)) s.active[T_TILED] = false;
@@ -450,7 +451,7 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
             // not separable by these results: give up the least identifiable term, in this order
             // (the per-ubatch cost is collinear with the per-size GEMM terms when every size has one)
             bool dropped = false;
-            for (size_t t : {(size_t) T_SCAN, (size_t) T_OUTPUT, (size_t) T_TILED, (size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV, (size_t) T_EXTRA_PASS}) {
+            for (size_t t : {(size_t) T_SCAN, (size_t) T_UNPACKED, (size_t) T_TILED, (size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV, (size_t) T_EXTRA_PASS}) {
                 if (s.active[t]) {
                     s.active[t] = false;
                     s.x[t] = 0;
@@ -506,7 +507,7 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     d.attn_s_per_flop = s.x[T_ATTN_FLOPS];
     d.extra_pass_s_per_byte = s.x[T_EXTRA_PASS];
     d.attn_s_per_scanned_cell = s.x[T_SCAN];
-    d.output_s_per_param_row = s.x[T_OUTPUT];
+    d.unpacked_s_per_param_row = s.x[T_UNPACKED];
     d.attn_tiled_s_per_kv_byte = s.x[T_TILED];
     const step_time_model fitted{d, m, nullptr};   // the float speed-up is already in the FLOPs
     for (size_t i = 0; i < pts.size(); ++i) {

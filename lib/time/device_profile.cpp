@@ -58,7 +58,7 @@ const std::vector<std::pair<std::string, std::string>> & calibrated_presets() {
 }
 
 const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction",
-                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "output_s_per_param_row", "attn_s_per_scanned_cell", "attn_tiled_s_per_kv_byte", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
+                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "unpacked_s_per_param_row", "attn_s_per_scanned_cell", "attn_tiled_s_per_kv_byte", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
                                         "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
 
 // Bounds a profile number must lie in: far beyond any device, yet a typo or a hostile file
@@ -299,7 +299,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     }
     d.repack_rows = (int) number(j, "repack_rows", where, 0, {0, 64, false}, true);
     d.extra_pass_s_per_byte = number(j, "extra_pass_s_per_byte", where, 0, {0, 1e-6, false});
-    d.output_s_per_param_row = number(j, "output_s_per_param_row", where, 0, {0, 1e-6, false});
+    d.unpacked_s_per_param_row = number(j, "unpacked_s_per_param_row", where, 0, {0, 1e-6, false});
     d.attn_s_per_scanned_cell = number(j, "attn_s_per_scanned_cell", where, 0, {0, 1e-6, false});
     d.attn_tiled_s_per_kv_byte = number(j, "attn_tiled_s_per_kv_byte", where, 0, {0, 1e-6, false});
     d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
@@ -351,7 +351,7 @@ nlohmann::json device_profile_json(const device_profile & d) {
             {"host_link_gbs", d.host_link_gbs},
             {"repack_rows", d.repack_rows},
             {"extra_pass_s_per_byte", d.extra_pass_s_per_byte},
-            {"output_s_per_param_row", d.output_s_per_param_row},
+            {"unpacked_s_per_param_row", d.unpacked_s_per_param_row},
             {"attn_s_per_scanned_cell", d.attn_s_per_scanned_cell},
             {"attn_tiled_s_per_kv_byte", d.attn_tiled_s_per_kv_byte},
             {"ubatch_overhead_s", d.ubatch_overhead_s},

@@ -40,9 +40,9 @@ struct device_profile {
     // byte. 0 = no repacking (GPU profiles).
     int repack_rows = 0;
     double extra_pass_s_per_byte = 0;
-    // Seconds per output-matrix parameter per output row, for ubatches of two or more output rows whose output
-    // matmul is not repacked (step_time.h: output_row_params). 0 = not modelled (GPU profiles).
-    double output_s_per_param_row = 0;
+    // Seconds per parameter per row of the matrices ggml-cpu does not repack, where they multiply several rows while the
+    // repacked ones make gemv passes (step_time.h: unpacked_row_params). 0 = not modelled (GPU profiles).
+    double unpacked_s_per_param_row = 0;
     // GB/s of the copies between the device's K/V and host memory that llama-server's RAM prompt cache and context
     // checkpoints make (llama_state_seq_get_data / set_data: save and restore); 0 = not modelled (they take no time).
     double host_link_gbs = 0;

@@ -40,16 +40,17 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
     t.weight_bytes = wb.read_per_ubatch();
     t.dense_flops = 2.0 * wb.dense_params * first.n_tokens + 2.0 * wb.output_params * n_out;
     if (!is_float_weight_type(weights) && device.repack_rows > 0) {
-        // an unpacked (tied) output matrix takes no extra passes: it has its own term
-        const double packed = t.weight_bytes - (wb.output_tied ? wb.output : 0);
-        t.extra_pass_bytes = packed * repack_extra_passes(first.n_tokens, device.repack_rows);
+        // only the repacked matrices take extra one-row passes; fewer tokens than a gemm takes: those passes alone
+        t.extra_pass_bytes = wb.packed_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
         t.gemv_only = (int64_t) first.n_tokens < device.repack_rows;
-        if (wb.output_tied && n_out >= 2) {
-            t.output_row_params = wb.output_params * n_out;
-            t.dense_flops -= 2.0 * wb.output_params * n_out;   // priced by output_row_params, not the GEMM fraction
-        }
+        // the unpacked matrices' rows beyond one, while the packed ones are gemv passes: their own term, out of the GEMM
+        double rows = 0;
+        if (t.gemv_only && first.n_tokens >= 2) rows += wb.unpacked_dense_params * first.n_tokens;
+        if (!wb.output_packed && n_out >= 2) rows += wb.output_params * n_out;
+        t.unpacked_row_params = rows;
+        t.dense_flops -= 2.0 * rows;
     }
-    const bool visible = device.attention_cells == "visible";
+    const bool visible = charges_visible();
     for (const auto & w : per_cache) {
         // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_f16: the tiled path from GGML_FA_TILE_Q (64) query rows
         if (visible && w.n_tokens < 64) t.scanned_cells += (double) w.n_tokens * w.n_kv * model.n_head * w.n_layer;
@@ -88,7 +89,7 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
     const double compute = flops / (device.peak_tflops * 1e12 * gemm);
     return (t.gemv_only ? mem : std::max(mem, compute)) + attn +
            t.scanned_cells * device.attn_s_per_scanned_cell + t.extra_pass_bytes * device.extra_pass_s_per_byte +
-           t.output_row_params * device.output_s_per_param_row + device.ubatch_overhead_s +
+           t.unpacked_row_params * device.unpacked_s_per_param_row + device.ubatch_overhead_s +
            model.n_layer * device.layer_overhead_s;
 }
 
@@ -119,8 +120,8 @@ std::string step_time_model::describe() const {
                        gb, weights_name(), device.bandwidth_gbs, device.peak_tflops, device.name, device.source, extra);
 }
 
-ubatch_work_collector::ubatch_work_collector(const context & ctx, decode_observer * next)
-    : next(next), first_cache_(ctx.memory().caches().front()) {
+ubatch_work_collector::ubatch_work_collector(const context & ctx, decode_observer * next, bool tiled)
+    : next(next), first_cache_(ctx.memory().caches().front()), tiled_(tiled) {
     const auto & m = ctx.model();
     bytes_ = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
     n_swa_layers_ = m.n_layer_swa();
@@ -132,7 +133,7 @@ void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo
     if (&c == first_cache_) work.emplace_back();
     const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
     work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub),
-                           ubatch_tiled_cells(c, ub, n_kv)});
+                           tiled_ ? ubatch_tiled_cells(c, ub, n_kv) : 0});
     if (next) next->on_apply(c, sinfo, ub, n_kv);
 }
 
@@ -180,6 +181,24 @@ bool kv_tile_seen(const std::vector<llama_pos> & min_pos, const std::vector<llam
     }
     return false;
 }
+
+// Each stream's K/V view holds its own cells: per K/V tile of the first n_kv cells and sequence of `seqs`, the lowest
+// and highest position of the sequence's cells in the tile (-1: none), as [tile * seqs.size() + s].
+void kv_tile_positions(const kv_cache & c, uint32_t strm, const std::vector<llama_seq_id> & seqs, uint32_t n_kv,
+                       std::vector<llama_pos> & min_pos, std::vector<llama_pos> & max_pos) {
+    const kv_cells & cells = c.cells(strm);
+    const size_t n_seq = seqs.size();
+    for (uint32_t j = 0; j < std::min(n_kv, cells.size()); ++j) {
+        if (cells.is_empty(j)) continue;
+        const llama_pos p = cells.pos_get(j);
+        for (size_t s = 0; s < n_seq; ++s) {
+            if (c.seq_to_stream(seqs[s]) != strm || !cells.seq_has(j, seqs[s])) continue;
+            llama_pos & lo = min_pos[(j / k_fa_tile_kv) * n_seq + s], & hi = max_pos[(j / k_fa_tile_kv) * n_seq + s];
+            lo = lo < 0 ? p : std::min(lo, p);
+            hi = std::max(hi, p);
+        }
+    }
+}
 }  // namespace
 
 double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv) {
@@ -189,19 +208,8 @@ double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv) 
     const size_t n_seq = seqs.size(), n_tiles = (n_kv + k_fa_tile_kv - 1) / k_fa_tile_kv;
     double sum = 0;
     for (uint32_t strm = 0; strm < c.get_n_stream(); ++strm) {
-        // each stream's K/V view holds its own cells: per K/V tile and sequence, the lowest and highest position
-        const kv_cells & cells = c.cells(strm);
         std::vector<llama_pos> min_pos(n_tiles * n_seq, -1), max_pos(n_tiles * n_seq, -1);
-        for (uint32_t j = 0; j < std::min(n_kv, cells.size()); ++j) {
-            if (cells.is_empty(j)) continue;
-            const llama_pos p = cells.pos_get(j);
-            for (size_t s = 0; s < n_seq; ++s) {
-                if (c.seq_to_stream(seqs[s]) != strm || !cells.seq_has(j, seqs[s])) continue;
-                llama_pos & lo = min_pos[(j / k_fa_tile_kv) * n_seq + s], & hi = max_pos[(j / k_fa_tile_kv) * n_seq + s];
-                lo = lo < 0 ? p : std::min(lo, p);
-                hi = std::max(hi, p);
-            }
-        }
+        kv_tile_positions(c, strm, seqs, n_kv, min_pos, max_pos);
         // the stream's tokens in ubatch order, 64 at a time
         tile_span q{std::vector<llama_pos>(n_seq, -1), std::vector<llama_pos>(n_seq, -1)};
         uint32_t rows = 0;

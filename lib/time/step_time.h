@@ -64,12 +64,14 @@ struct ubatch_terms {
     // for fewer than 64 query rows visits every cell up to n_kv of its stream per row and head, computing only the
     // unmasked ones): n_tokens * n_kv * n_head * n_layer, all caches; 0 for 64 tokens and more (the tiled path)
     double scanned_cells = 0;
-    // Output-matrix parameters times output rows, for a ubatch of two or more output rows whose output matmul is not
-    // repacked (device repack_rows > 0 and a tied output: weight_bytes::output_tied); 0 otherwise. One row is a
-    // memory-bound gemv (the output's bytes are in weight_bytes); several go through tinyBLAS (ggml-cpu/llamafile/sgemm.cpp),
-    // which is compute-bound on a CPU: measured 5.5 ms for one row, 25 ms for two, 37 ms for four (qwen2.5-0.5b's
-    // q8_0 output, 136 M parameters, Zen 5, one thread: docs/benchmarks.md).
-    double output_row_params = 0;
+    // Parameters times rows of the matrices ggml-cpu does not repack (device repack_rows > 0, quantized weights;
+    // weight_bytes::packed_bytes says which): the output's, times its output rows when they are two or more, and the
+    // layers' unpacked ones, times the tokens when 2 <= n_tokens < repack_rows (the packed ones then make gemv passes;
+    // from repack_rows tokens all of them are in the GEMM term). One row is a memory-bound gemv (its bytes are in
+    // weight_bytes); several go through tinyBLAS (ggml-cpu/llamafile/sgemm.cpp), compute-bound on a CPU: measured 5.5 ms
+    // for one row, 25 ms for two, 37 ms for four (qwen2.5-0.5b's tied q8_0 output, 136 M parameters, Zen 5, one thread:
+    // docs/benchmarks.md). Their FLOPs leave dense_flops.
+    double unpacked_row_params = 0;
     // (device attention_cells "visible") ubatches of 64 tokens and more: ggml's CPU flash attention takes its tiled path
     // (ggml_compute_forward_flash_attn_ext_tiled: a GEMM per Q tile and K/V tile, tiles masked for every row skipped),
     // whose cost per cell differs from the one-row path's: tiled_cells * bytes_per_cell_layer * n_layer, all caches, priced by
@@ -106,6 +108,7 @@ struct step_time_model {
     double attention_seconds(const ubatch_work & w) const;
     const weight_bytes & weight_sizes() const;
     std::string weights_name() const { return weights ? weights->name : "f16"; }
+    bool charges_visible() const { return device.attention_cells == "visible"; }
     std::string describe() const;
 
     // Cache of weight_sizes() (public only so the struct stays an aggregate: {device, model, weights});
@@ -119,7 +122,9 @@ struct step_time_model {
 // sequence: llama-bench's and llama-server's prompt chunks and generated tokens).
 class ubatch_work_collector : public decode_observer {
 public:
-    explicit ubatch_work_collector(const context & ctx, decode_observer * next = nullptr);
+    // tiled: count ubatch_tiled_cells (O(n_kv) per ubatch of 64 tokens and more): only a model charging the visible
+    // cells (step_time_model::charges_visible) prices them
+    explicit ubatch_work_collector(const context & ctx, decode_observer * next = nullptr, bool tiled = false);
     void on_update(const kv_memory & mem) override;
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override;
     void on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) override;
@@ -131,6 +136,7 @@ private:
     size_t bytes_ = 0;
     uint32_t n_swa_layers_ = 0, n_layer_ = 0;
     bool iswa_ = false;
+    bool tiled_ = false;
 };
 
 }  // namespace kvsim

@@ -105,6 +105,13 @@ const weight_tensor_type & quantized_tensor_type(const weight_file_type & ft, co
 }
 
 namespace {
+// ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type with AVX2: q4_0 and q4_K as 8x8 blocks, iq4_nl too, each
+// when the rows divide by 8
+bool repacked_on_x86(const weight_tensor_type & t, int64_t nrows) {
+    const std::string n = t.name;
+    return (n == "q4_0" || n == "q4_K" || n == "iq4_nl") && nrows % 8 == 0;
+}
+
 double matrix_bytes(const weight_tensor_type & t, int64_t ncols, int64_t nrows) {
     return (double) (ncols / t.blck_size) * (double) t.type_size * (double) nrows;
 }
@@ -121,9 +128,14 @@ weight_bytes model_weight_bytes(const model_shape & m, const weight_file_type & 
     }
     const int n_layer = (int) m.n_layer;
     const int64_t e = m.n_embd, q = (int64_t) m.n_head * m.head_dim, kv = m.n_embd_k_gqa(), ff = m.n_ff;
-    auto mat = [&](const char * name, int il, int64_t ncols, int64_t nrows) {
+    // dense: a layer's matrix (its packing counted); otherwise token_embd or the output
+    auto mat = [&](const char * name, int il, int64_t ncols, int64_t nrows, bool dense = true) {
         w.n_params += (double) ncols * nrows;
-        return matrix_bytes(quantized_tensor_type(ft, name, il, n_layer, ncols, m.tied_embd), ncols, nrows);
+        const weight_tensor_type & t = quantized_tensor_type(ft, name, il, n_layer, ncols, m.tied_embd);
+        const double bytes = matrix_bytes(t, ncols, nrows);
+        if (dense && repacked_on_x86(t, nrows)) w.packed_bytes += bytes;
+        else if (dense) w.unpacked_dense_params += (double) ncols * nrows;
+        return bytes;
     };
     for (int il = 0; il < n_layer; ++il) {
         w.attn += mat("attn_q", il, e, q) + mat("attn_k", il, e, kv) + mat("attn_v", il, e, kv) + mat("attn_output", il, q, e);
@@ -134,14 +146,15 @@ weight_bytes model_weight_bytes(const model_shape & m, const weight_file_type & 
     const double n_1d = (double) n_layer * (2.0 * e + (m.qkv_bias ? (double) (q + 2 * kv) : 0.0)) + (double) e;
     w.norm = 4.0 * n_1d;
     w.n_params += n_1d;
-    w.token_embd = mat("token_embd", 0, e, m.n_vocab);
+    w.token_embd = mat("token_embd", 0, e, m.n_vocab, false);
     w.output_params = (double) e * m.n_vocab;
-    w.output_tied = m.tied_embd;
     if (m.tied_embd) {
         w.output = w.token_embd;   // the output matmul reads the whole (shared) matrix
         w.token_embd = 0;          // counted once, as output (file_bytes stays right)
     } else {
-        w.output = mat("output", 0, e, m.n_vocab);
+        w.output = mat("output", 0, e, m.n_vocab, false);
+        w.output_packed = repacked_on_x86(quantized_tensor_type(ft, "output", 0, n_layer, e, false), m.n_vocab);
+        if (w.output_packed) w.packed_bytes += w.output;
     }
     return w;
 }

@@ -50,11 +50,13 @@ struct weight_bytes {
     double n_params = 0;        // llama_model_n_params: every tensor once (a tied output is token_embd)
     double dense_params = 0;    // attn + ffn matrix parameters: 2 FLOPs each per token
     double output_params = 0;   // output matrix parameters: 2 FLOPs each per output row (logits)
-    // The output matmul reads token_embd (tied embeddings). llama.cpp keeps token_embd out of ggml-cpu's repack
-    // buffer (its op is GET_ROWS, which the repack buffer does not take: ggml-cpu/repack.cpp
-    // extra_buffer_type::supports_op), so a tied output is multiplied unpacked: ggml_vec_dot for one row,
-    // llamafile's tinyBLAS for several (device output_s_per_param_row).
-    bool output_tied = false;
+    // ggml-cpu on x86 (AVX2 and up) repacks matrices of types q4_0, q4_K and iq4_nl (ggml-cpu/repack.cpp:
+    // ggml_repack_get_optimal_repack_type; not q8_0, q5_K, q6_K, ...: those go through ggml_vec_dot for one row and
+    // llamafile's tinyBLAS / ggml's blocked vec_dot for several). A tied output (token_embd) is never repacked:
+    // llama.cpp keeps token_embd, a GET_ROWS operand, out of the repack buffer (extra_buffer_type::supports_op).
+    double packed_bytes = 0;            // bytes of the matrices repacked (layers' and, when repacked, the output)
+    double unpacked_dense_params = 0;   // parameters of the layers' matrices not repacked
+    bool output_packed = false;
     // Bytes one ubatch reads: every layer's matrices, the norms and the output matrix (token_embd
     // itself is a get_rows of n_tokens rows, except when the output is tied to it).
     double read_per_ubatch() const { return attn + ffn + output + norm; }
