@@ -173,10 +173,10 @@ struct tile_span {
 // lowest position of its cells in that K/V tile (min_pos[k * n_seq + s]) against the tile's highest position (causal),
 // and within n_swa of its lowest (standard SWA).
 bool kv_tile_seen(const std::vector<llama_pos> & min_pos, const std::vector<llama_pos> & max_pos, size_t k, const tile_span & q,
-                  uint32_t n_swa) {
+                  const std::vector<size_t> & active, uint32_t n_swa) {
     const size_t n = q.lo.size();
-    for (size_t s = 0; s < n; ++s) {
-        if (q.hi[s] < 0 || min_pos[k * n + s] < 0 || min_pos[k * n + s] > q.hi[s]) continue;
+    for (const size_t s : active) {
+        if (min_pos[k * n + s] < 0 || min_pos[k * n + s] > q.hi[s]) continue;
         if (n_swa == 0 || max_pos[k * n + s] > q.lo[s] - (llama_pos) n_swa) return true;
     }
     return false;
@@ -188,14 +188,23 @@ void kv_tile_positions(const kv_cache & c, uint32_t strm, const std::vector<llam
                        std::vector<llama_pos> & min_pos, std::vector<llama_pos> & max_pos) {
     const kv_cells & cells = c.cells(strm);
     const size_t n_seq = seqs.size();
+    // one bitset AND per cell, not a test per sequence (this runs over every cell up to n_kv)
+    seq_set mask;
+    std::vector<size_t> index(LLAMA_MAX_SEQ, 0);
+    for (size_t s = 0; s < n_seq; ++s) {
+        if (c.seq_to_stream(seqs[s]) != strm) continue;
+        mask.set((size_t) seqs[s]);
+        index[(size_t) seqs[s]] = s;
+    }
     for (uint32_t j = 0; j < std::min(n_kv, cells.size()); ++j) {
         if (cells.is_empty(j)) continue;
+        const seq_set hit = cells.seq_get_all(j) & mask;
+        if (hit.none()) continue;
         const llama_pos p = cells.pos_get(j);
-        for (size_t s = 0; s < n_seq; ++s) {
-            if (c.seq_to_stream(seqs[s]) != strm || !cells.seq_has(j, seqs[s])) continue;
-            llama_pos & lo = min_pos[(j / k_fa_tile_kv) * n_seq + s], & hi = max_pos[(j / k_fa_tile_kv) * n_seq + s];
-            lo = lo < 0 ? p : std::min(lo, p);
-            hi = std::max(hi, p);
+        for (size_t b = seq_first(hit); b < hit.size(); b = seq_next(hit, b)) {
+            const size_t at = (j / k_fa_tile_kv) * n_seq + index[b];
+            min_pos[at] = min_pos[at] < 0 ? p : std::min(min_pos[at], p);
+            max_pos[at] = std::max(max_pos[at], p);
         }
     }
 }
@@ -213,9 +222,13 @@ double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv) 
         // the stream's tokens in ubatch order, 64 at a time
         tile_span q{std::vector<llama_pos>(n_seq, -1), std::vector<llama_pos>(n_seq, -1)};
         uint32_t rows = 0;
+        std::vector<size_t> active;   // the sequences the Q tile has tokens of
         auto close_tile = [&] {
+            active.clear();
+            for (size_t s = 0; s < n_seq; ++s)
+                if (q.hi[s] >= 0) active.push_back(s);
             for (size_t k = 0; k < n_tiles; ++k) {
-                if (kv_tile_seen(min_pos, max_pos, k, q, n_swa)) sum += (double) rows * std::min<uint32_t>(k_fa_tile_kv, n_kv - (uint32_t) k * k_fa_tile_kv);
+                if (kv_tile_seen(min_pos, max_pos, k, q, active, n_swa)) sum += (double) rows * std::min<uint32_t>(k_fa_tile_kv, n_kv - (uint32_t) k * k_fa_tile_kv);
             }
             std::fill(q.lo.begin(), q.lo.end(), -1);
             std::fill(q.hi.begin(), q.hi.end(), -1);
