@@ -423,6 +423,11 @@ TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output
     const step_time_model p{priced, qwen, &parse_weight_file_type("q4_0")};
     CHECK(p.seconds_of(two) - tm.seconds_of(two) == doctest::Approx(two.unpacked_row_params * 1e-10));
     CHECK(p.seconds_of(tiled) - tm.seconds_of(tiled) == doctest::Approx(tiled.tiled_kv_bytes * 1e-9));
+    // no tiled price (0: a profile from before it): the tiled cells cost what the one-row path's do, never nothing
+    device_profile one_row = d;
+    one_row.attn_s_per_kv_byte = 1e-9;
+    const step_time_model o{one_row, qwen, &parse_weight_file_type("q4_0")};
+    CHECK(o.seconds_of(tiled) - tm.seconds_of(tiled) == doctest::Approx(tiled.tiled_kv_bytes * 1e-9));
     const device_profile back = parse_device_profile(device_profile_json(priced), "x");
     CHECK(back.unpacked_s_per_param_row == 1e-10);
     CHECK(back.attn_tiled_s_per_kv_byte == 1e-9);

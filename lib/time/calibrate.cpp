@@ -310,8 +310,10 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
             if (branch_mem[ub++]) row[T_WEIGHTS] += t.weight_bytes;
             else row[s.gemm_of(t.n_tokens)] += t.dense_flops;
             row[T_UBATCH] += 1;
-            row[T_KV] += t.kv_bytes;
-            row[T_ATTN_FLOPS] += t.attn_flops;
+            // no tiled price of its own (inactive at 0): the tiled path's cells priced as the one-row path's, as seconds_of does
+            const bool tiled_apart = s.active[T_TILED] || s.x[T_TILED] > 0;
+            row[T_KV] += t.kv_bytes + (tiled_apart ? 0 : t.tiled_kv_bytes);
+            row[T_ATTN_FLOPS] += t.attn_flops + (tiled_apart ? 0 : t.tiled_attn_flops);
             row[T_EXTRA_PASS] += t.extra_pass_bytes;
             row[T_SCAN] += t.scanned_cells;
             row[T_UNPACKED] += t.unpacked_row_params;
@@ -451,11 +453,12 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
             // not separable by these results: give up the least identifiable term, in this order
             // (the per-ubatch cost is collinear with the per-size GEMM terms when every size has one)
             bool dropped = false;
-            for (size_t t : {(size_t) T_SCAN, (size_t) T_UNPACKED, (size_t) T_TILED, (size_t) T_UBATCH, (size_t) T_ATTN_FLOPS, (size_t) T_KV, (size_t) T_EXTRA_PASS}) {
+            for (size_t t : {(size_t) T_SCAN, (size_t) T_UNPACKED, (size_t) T_UBATCH, (size_t) T_TILED, (size_t) T_ATTN_FLOPS, (size_t) T_KV, (size_t) T_EXTRA_PASS}) {
                 if (s.active[t]) {
                     s.active[t] = false;
                     s.x[t] = 0;
-                    r.notes.push_back(fmt::format("{}: these results cannot separate it from the other terms; fixed at 0", s.name(t)));
+                    r.notes.push_back(fmt::format("{}: these results cannot separate it from the other terms; fixed at 0{}", s.name(t),
+                                                  t == T_TILED ? " (the tiled path's cells priced as the one-row path's)" : ""));
                     dropped = true;
                     break;
                 }
@@ -476,7 +479,8 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
             s.active[worst] = false;
             if (worst >= T_GEMM0) gemm_free[worst] = false;
             else s.x[worst] = 0;
-            r.notes.push_back(fmt::format("{}: fitted below 0; {}", s.name(worst), worst >= T_GEMM0 ? "interpolated from the other sizes" : "fixed at 0"));
+            r.notes.push_back(fmt::format("{}: fitted below 0; {}{}", s.name(worst), worst >= T_GEMM0 ? "interpolated from the other sizes" : "fixed at 0",
+                                          worst == T_TILED ? " (the tiled path's cells priced as the one-row path's)" : ""));
             s.fill_inactive_sizes(peak);
             continue;
         }

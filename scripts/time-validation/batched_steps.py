@@ -24,6 +24,8 @@ batched-bench's 2-sequence steps measured 76 ms where the same steps of the repl
 import argparse
 import csv
 import json
+import math
+import os
 import sys
 
 from batched_to_bench import bench_rows
@@ -34,47 +36,102 @@ def die(msg):
     sys.exit(2)
 
 
-def ints(s):
+def ints(s, name, hi):
     try:
-        v = [int(x) for x in s.split(",")]
+        v = [int(x) for x in s.split(",") if x.strip() == x and x.isdigit()]
     except ValueError:
-        die("not a list of whole numbers: %r" % s)
-    if not v or min(v) <= 0:
-        die("not a list of positive numbers: %r" % s)
+        v = []
+    if not v or len(v) != len(s.split(",")) or min(v) <= 0 or max(v) > hi:
+        die("%s %r: not a list of whole numbers in [1, %d]" % (name, s, hi))
     return v
 
 
 def runs(a):
-    return [(pp, pl) for pp in ints(a.npp) for pl in ints(a.npl)]
+    # llama-batched-bench's limits: kvsim calibrate reads n_seq in [1, 256]
+    return [(pp, pl) for pp in ints(a.npp, "--npp", 65536) for pl in ints(a.npl, "--npl", 256)]
+
+
+def n_gen(a, least):
+    v = ints(a.ntg, "--ntg", 4096)
+    if len(v) != 1 or v[0] < least:
+        die("--ntg %r: one number of steps, at least %d" % (a.ntg, least))
+    return v[0]
+
+
+def write_atomic(path, text):
+    """All or nothing: a temporary file beside path, renamed over it."""
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        die("%s: no such folder" % d)
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as e:
+        die("%s: %s" % (path, e))
 
 
 def write_ops(a):
-    ntg = ints(a.ntg)[0]
-    with open(a.out, "w") as f:
-        f.write("batch,op,seq,n_tokens,p0,p1,delta,seq_dst\n")
-        for pp, pl in runs(a):
-            f.write(",clear,,,,,,\n")
-            for s in range(pl):
-                f.write("p%dx%d,decode,%d,%d,0,,,\n" % (pl, pp, s, pp))
-            for t in range(ntg):
-                for s in range(pl):
-                    f.write("g%dx%d_%d,decode,%d,1,%d,,,\n" % (pl, pp, t, s, pp + t))
+    ntg, rs = n_gen(a, 1), runs(a)
+    if sum(pl * (1 + ntg) for _, pl in rs) > 1000000:
+        die("these runs make more than 1,000,000 op rows")
+    lines = ["batch,op,seq,n_tokens,p0,p1,delta,seq_dst"]
+    for pp, pl in rs:
+        lines.append(",clear,,,,,,")
+        lines += ["p%dx%d,decode,%d,%d,0,,," % (pl, pp, s, pp) for s in range(pl)]
+        for t in range(ntg):
+            lines += ["g%dx%d_%d,decode,%d,1,%d,,," % (pl, pp, t, s, pp + t) for s in range(pl)]
+    write_atomic(a.out, "\n".join(lines) + "\n")
+
+
+def read_steps(path):
+    """The timer's rows: rc a whole number, ms a finite time > 0, else one error naming the row."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        die("%s: %s" % (path, e))
+    for i, r in enumerate(rows):
+        where = "%s: row %d" % (path, i + 2)
+        if None in r or None in r.values():
+            die("%s has another number of cells than the header" % where)
+        for c in ("ms", "rc"):
+            if c not in r:
+                die("%s: no column %s (tv-decode-timer's CSV expected)" % (path, c))
+        try:
+            r["ms"], r["rc"] = float(r["ms"]), int(r["rc"])
+        except ValueError:
+            die("%s: ms %r or rc %r is not a number" % (where, r["ms"], r["rc"]))
+        if not math.isfinite(r["ms"]) or r["ms"] <= 0:
+            die("%s: ms %r is not a finite time > 0" % (where, r["ms"]))
+    return rows
+
+
+def read_model_from(path):
+    try:
+        ref = json.load(open(path))
+    except (OSError, ValueError) as e:
+        die("%s: %s" % (path, e))
+    if not isinstance(ref, list) or not ref or not isinstance(ref[0], dict) or "model_type" not in ref[0]:
+        die("%s: not llama-bench -o json results (an array of objects with model_type)" % path)
+    return ref[0]
 
 
 def write_bench(a):
-    ntg = ints(a.ntg)[0]
-    try:
-        ref = json.load(open(a.model_from))[0]
-        steps = list(csv.DictReader(open(a.steps)))
-    except (OSError, ValueError, IndexError) as e:
-        die("%s" % e)
+    ntg = n_gen(a, 2)
+    for v, name, lo, hi in ((a.n_batch, "--n-batch", 1, 1 << 20), (a.n_ubatch, "--n-ubatch", 1, 1 << 20),
+                            (a.ctx, "--ctx", 1, 1 << 24), (a.fa, "--fa", 0, 1)):
+        if not lo <= v <= hi:
+            die("%s %d: not in [%d, %d]" % (name, v, lo, hi))
+    ref, steps = read_model_from(a.model_from), read_steps(a.steps)
     need = sum(1 + ntg for _ in runs(a))
     if len(steps) != need:
         die("%s: %d steps, the trace of these runs has %d decodes" % (a.steps, len(steps), need))
     out, i = [], 0
     for pp, pl in runs(a):
         ms = [float(r["ms"]) for r in steps[i:i + 1 + ntg]]
-        if any(int(r["rc"]) != 0 for r in steps[i:i + 1 + ntg]):
+        if any(r["rc"] != 0 for r in steps[i:i + 1 + ntg]):
             die("%s: a decode of the run npp %d npl %d failed" % (a.steps, pp, pl))
         i += 1 + ntg
         settings = dict(n_batch=a.n_batch, n_ubatch=a.n_ubatch, flash_attn=a.fa, n_seq=pl, kv_unified=a.kvu,
@@ -82,8 +139,7 @@ def write_bench(a):
         # the generation row from the second step on (n_gen ntg - 1 at depth pp + 1): see the header
         out += bench_rows(ref, settings, pp, 0, ms[0] / 1e3, 0)
         out += [dict(r, n_depth=pp + 1) for r in bench_rows(ref, settings, 0, ntg - 1, 0, sum(ms[2:]) / 1e3)]
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
+    write_atomic(a.out, json.dumps(out, indent=1))
 
 
 def main():

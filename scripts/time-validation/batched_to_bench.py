@@ -11,6 +11,8 @@ file of the same model and settings), because batched-bench's lines do not carry
 lines do not say either); n_ctx from n_kv_max. n_seq, kv_unified and n_ctx are kvsim's extension of the format.
 """
 import json
+import math
+import os
 import sys
 
 
@@ -24,18 +26,28 @@ def main():
     if len(args) != 3:
         die("usage: batched_to_bench.py BATCHED.jsonl MODEL_FROM.json OUT.json [--kvu]")
     try:
-        ref = json.load(open(args[1]))[0]
+        ref = json.load(open(args[1]))
         lines = [json.loads(l) for l in open(args[0]) if l.strip().startswith("{")]
-    except (OSError, ValueError, IndexError, KeyError) as e:
+    except (OSError, ValueError) as e:
         die("%s" % e)
+    if not isinstance(ref, list) or not ref or not isinstance(ref[0], dict) or "model_type" not in ref[0]:
+        die("%s: not llama-bench -o json results (an array of objects with model_type)" % args[1])
     if not lines:
         die("%s: no JSONL result lines (run llama-batched-bench with --output-format jsonl)" % args[0])
     out = []
-    for l in lines:
-        out += bench_rows(ref, dict(n_batch=l["n_batch"], n_ubatch=l["n_ubatch"], flash_attn=l["flash_attn"], n_seq=l["pl"],
-                                    kv_unified="--kvu" in sys.argv, n_ctx=l["n_kv_max"]), l["pp"], l["tg"], l["t_pp"], l["t_tg"])
-    with open(args[2], "w") as f:
-        json.dump(out, f, indent=1)
+    for i, l in enumerate(lines):
+        ints = ("n_batch", "n_ubatch", "flash_attn", "pl", "n_kv_max", "pp", "tg")
+        if not isinstance(l, dict) or any(not isinstance(l.get(k), int) or isinstance(l.get(k), bool) for k in ints) or \
+                any(not isinstance(l.get(k), (int, float)) or not math.isfinite(l[k]) or l[k] < 0 for k in ("t_pp", "t_tg")):
+            die("%s: result line %d: needs whole numbers %s and finite times t_pp, t_tg >= 0" % (args[0], i + 1, ", ".join(ints)))
+        out += bench_rows(ref[0], dict(n_batch=l["n_batch"], n_ubatch=l["n_ubatch"], flash_attn=l["flash_attn"], n_seq=l["pl"],
+                                       kv_unified="--kvu" in sys.argv, n_ctx=l["n_kv_max"]), l["pp"], l["tg"], l["t_pp"], l["t_tg"])
+    try:
+        with open(args[2] + ".tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(args[2] + ".tmp", args[2])
+    except OSError as e:
+        die("%s: %s" % (args[2], e))
 
 
 def bench_rows(ref, settings, pp, tg, t_pp, t_tg):
