@@ -331,12 +331,19 @@ TEST_CASE("kvsim replay --device FILE / --weights: bad values exit 2 naming the 
     CHECK(summary["weights"]["type"] == "f16");
 }
 
-TEST_CASE("visible cells: each token of a sequence sees its sequence's cells up to its position") {
+namespace {
+// tiny-llama with 512 cells shared by 2 sequences (one unified stream)
+context_params two_seq_unified() {
     context_params cp;
     cp.n_ctx = 512;
     cp.n_seq_max = 2;
     cp.kv_unified = true;
-    context ctx(model_preset("tiny-llama"), cp);
+    return cp;
+}
+}  // namespace
+
+TEST_CASE("visible cells: each token of a sequence sees its sequence's cells up to its position") {
+    context ctx(model_preset("tiny-llama"), two_seq_unified());
     ubatch_work_collector col(ctx);
     llama_batch_in b;
     for (int i = 0; i < 10; ++i) b.add(i, {0});
@@ -437,11 +444,7 @@ TEST_CASE("ubatch_tiled_cells: the 64 x 64 tiles ggml's tiled CPU flash attentio
     // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_tiled: Q tiles of 64 consecutive tokens, K/V tiles of 64 cells
     // up to n_kv (256 here: the padding of an empty 512-cell cache), a K/V tile skipped when every cell of it is masked
     // for every row of the Q tile
-    context_params cp;
-    cp.n_ctx = 512;
-    cp.n_seq_max = 2;
-    cp.kv_unified = true;
-    context ctx(model_preset("tiny-llama"), cp);
+    context ctx(model_preset("tiny-llama"), two_seq_unified());
     ubatch_work_collector col(ctx, nullptr, true);
     auto decode = [&](std::initializer_list<std::tuple<llama_seq_id, llama_pos, int>> runs) {
         llama_batch_in b;
