@@ -22,12 +22,11 @@ validated steps (and llama-bench's -r samples) take each decode's minimum over t
 batched-bench's 2-sequence steps measured 76 ms where the same steps of the replay took 50 (docs/benchmarks.md).
 """
 import argparse
-import csv
 import json
-import math
 import os
 import sys
 
+import merge_rounds
 from batched_to_bench import bench_rows
 
 
@@ -86,25 +85,15 @@ def write_ops(a):
 
 
 def read_steps(path):
-    """The timer's rows: rc a whole number, ms a finite time > 0, else one error naming the row."""
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        die("%s: %s" % (path, e))
+    """The timer's rows (merge_rounds.py's reader: columns, finite ms >= 0), each also rc a whole number, ms > 0."""
+    rows = merge_rounds.read_steps(path)
     for i, r in enumerate(rows):
-        where = "%s: row %d" % (path, i + 2)
-        if None in r or None in r.values():
-            die("%s has another number of cells than the header" % where)
-        for c in ("ms", "rc"):
-            if c not in r:
-                die("%s: no column %s (tv-decode-timer's CSV expected)" % (path, c))
         try:
-            r["ms"], r["rc"] = float(r["ms"]), int(r["rc"])
+            r["rc"] = int(r["rc"])
         except ValueError:
-            die("%s: ms %r or rc %r is not a number" % (where, r["ms"], r["rc"]))
-        if not math.isfinite(r["ms"]) or r["ms"] <= 0:
-            die("%s: ms %r is not a finite time > 0" % (where, r["ms"]))
+            die("%s: row %d: rc %r is not a whole number" % (path, i + 2, r["rc"]))
+        if r["ms"] <= 0:
+            die("%s: row %d: ms %r is not a time > 0" % (path, i + 2, r["ms"]))
     return rows
 
 
