@@ -23,7 +23,6 @@ batched-bench's 2-sequence steps measured 76 ms where the same steps of the repl
 """
 import argparse
 import json
-import os
 import sys
 
 import merge_rounds
@@ -57,20 +56,6 @@ def n_gen(a, least):
     return v[0]
 
 
-def write_atomic(path, text):
-    """All or nothing: a temporary file beside path, renamed over it."""
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        die("%s: no such folder" % d)
-    tmp = path + ".tmp"
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as e:
-        die("%s: %s" % (path, e))
-
-
 def write_ops(a):
     ntg, rs = n_gen(a, 1), runs(a)
     if sum(pl * (1 + ntg) for _, pl in rs) > 1000000:
@@ -81,7 +66,7 @@ def write_ops(a):
         lines += ["p%dx%d,decode,%d,%d,0,,," % (pl, pp, s, pp) for s in range(pl)]
         for t in range(ntg):
             lines += ["g%dx%d_%d,decode,%d,1,%d,,," % (pl, pp, t, s, pp + t) for s in range(pl)]
-    write_atomic(a.out, "\n".join(lines) + "\n")
+    merge_rounds.write_atomic(a.out, lambda f: f.write("\n".join(lines) + "\n"))
 
 
 def read_steps(path):
@@ -128,7 +113,7 @@ def write_bench(a):
         # the generation row from the second step on (n_gen ntg - 1 at depth pp + 1): see the header
         out += bench_rows(ref, settings, pp, 0, ms[0] / 1e3, 0)
         out += [dict(r, n_depth=pp + 1) for r in bench_rows(ref, settings, 0, ntg - 1, 0, sum(ms[2:]) / 1e3)]
-    write_atomic(a.out, json.dumps(out, indent=1))
+    merge_rounds.write_atomic(a.out, lambda f: json.dump(out, f, indent=1))
 
 
 def main():

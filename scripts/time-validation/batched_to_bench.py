@@ -12,8 +12,9 @@ lines do not say either); n_ctx from n_kv_max. n_seq, kv_unified and n_ctx are k
 """
 import json
 import math
-import os
 import sys
+
+import merge_rounds
 
 
 def die(msg):
@@ -42,12 +43,7 @@ def main():
             die("%s: result line %d: needs whole numbers %s and finite times t_pp, t_tg >= 0" % (args[0], i + 1, ", ".join(ints)))
         out += bench_rows(ref[0], dict(n_batch=l["n_batch"], n_ubatch=l["n_ubatch"], flash_attn=l["flash_attn"], n_seq=l["pl"],
                                        kv_unified="--kvu" in sys.argv, n_ctx=l["n_kv_max"]), l["pp"], l["tg"], l["t_pp"], l["t_tg"])
-    try:
-        with open(args[2] + ".tmp", "w") as f:
-            json.dump(out, f, indent=1)
-        os.replace(args[2] + ".tmp", args[2])
-    except OSError as e:
-        die("%s: %s" % (args[2], e))
+    merge_rounds.write_atomic(args[2], lambda f: json.dump(out, f, indent=1))
 
 
 def bench_rows(ref, settings, pp, tg, t_pp, t_tg):
