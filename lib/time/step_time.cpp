@@ -1,6 +1,7 @@
 #include "time/step_time.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fmt/format.h>
 #include <stdexcept>
@@ -192,7 +193,7 @@ void kv_tile_positions(const kv_cache & c, uint32_t strm, const std::vector<llam
     const size_t n_seq = seqs.size();
     // one bitset AND per cell, not a test per sequence (this runs over every cell up to n_kv)
     seq_set mask;
-    std::vector<size_t> index(LLAMA_MAX_SEQ, 0);
+    std::array<size_t, LLAMA_MAX_SEQ> index{};
     for (size_t s = 0; s < n_seq; ++s) {
         if (c.seq_to_stream(seqs[s]) != strm) continue;
         mask.set((size_t) seqs[s]);
@@ -217,8 +218,14 @@ double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv) 
     const uint32_t n_swa = c.params().swa == swa_type::standard ? c.params().n_swa : 0;
     const std::vector<llama_seq_id> & seqs = ub.seq_id_unq;
     const size_t n_seq = seqs.size(), n_tiles = (n_kv + k_fa_tile_kv - 1) / k_fa_tile_kv;
+    // only the streams the ubatch's sequences live in (one stream per sequence without -kvu): a stream without them has
+    // no Q tile, and its cells need no walk
+    std::vector<uint32_t> streams;
+    for (const llama_seq_id s : seqs) streams.push_back(c.seq_to_stream(s));
+    std::sort(streams.begin(), streams.end());
+    streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
     double sum = 0;
-    for (uint32_t strm = 0; strm < c.get_n_stream(); ++strm) {
+    for (const uint32_t strm : streams) {
         std::vector<llama_pos> min_pos(n_tiles * n_seq, -1), max_pos(n_tiles * n_seq, -1);
         kv_tile_positions(c, strm, seqs, n_kv, min_pos, max_pos);
         // the stream's tokens in ubatch order, 64 at a time

@@ -56,6 +56,8 @@ struct ubatch_terms {
     double dense_flops = 0;    // 2 * dense_params * n_tokens + 2 * output_params * n_outputs
     double kv_bytes = 0;       // K/V read: n_kv * n_stream * bytes_per_cell_layer * n_layer, all caches
     double attn_flops = 0;     // 4 * n_tokens * n_kv * n_head * head_dim * n_layer, all caches
+    // (device attention_cells "visible": ubatches of fewer than 64 tokens only, visible * bytes_per_cell_layer * n_layer
+    //  and 4 * visible * n_head * head_dim * n_layer instead; larger ones in tiled_kv_bytes / tiled_attn_flops)
     // Weight bytes read again by the repacked matmul's one-row passes (device repack_rows > 0 and quantized weights):
     // weight_bytes * repack_extra_passes(n_tokens); 0 otherwise
     double extra_pass_bytes = 0;
@@ -78,8 +80,6 @@ struct ubatch_terms {
     // attn_tiled_s_per_kv_byte; kv_bytes and attn_flops then hold the one-row path's ubatches only
     double tiled_kv_bytes = 0;
     double tiled_attn_flops = 0;   // 4 * tiled_cells * n_head * head_dim * n_layer of those ubatches (a roofline adds them)
-    // (device attention_cells "visible": visible * bytes_per_cell_layer * n_layer and
-    //  4 * visible * n_head * head_dim * n_layer instead)
 };
 
 struct step_time_model {

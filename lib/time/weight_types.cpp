@@ -128,13 +128,16 @@ weight_bytes model_weight_bytes(const model_shape & m, const weight_file_type & 
     }
     const int n_layer = (int) m.n_layer;
     const int64_t e = m.n_embd, q = (int64_t) m.n_head * m.head_dim, kv = m.n_embd_k_gqa(), ff = m.n_ff;
-    // dense: a layer's matrix (its packing counted); otherwise token_embd or the output
-    auto mat = [&](const char * name, int il, int64_t ncols, int64_t nrows, bool dense = true) {
+    // a layer's matrix (dense), token_embd (its packing irrelevant: a GET_ROWS operand) or the untied output
+    enum class role { dense, embd, output };
+    auto mat = [&](const char * name, int il, int64_t ncols, int64_t nrows, role r = role::dense) {
         w.n_params += (double) ncols * nrows;
         const weight_tensor_type & t = quantized_tensor_type(ft, name, il, n_layer, ncols, m.tied_embd);
         const double bytes = matrix_bytes(t, ncols, nrows);
-        if (dense && repacked_on_x86(t, nrows)) w.packed_bytes += bytes;
-        else if (dense) w.unpacked_dense_params += (double) ncols * nrows;
+        const bool packed = r != role::embd && repacked_on_x86(t, nrows);
+        if (packed) w.packed_bytes += bytes;
+        if (r == role::dense && !packed) w.unpacked_dense_params += (double) ncols * nrows;
+        if (r == role::output) w.output_packed = packed;
         return bytes;
     };
     for (int il = 0; il < n_layer; ++il) {
@@ -146,15 +149,13 @@ weight_bytes model_weight_bytes(const model_shape & m, const weight_file_type & 
     const double n_1d = (double) n_layer * (2.0 * e + (m.qkv_bias ? (double) (q + 2 * kv) : 0.0)) + (double) e;
     w.norm = 4.0 * n_1d;
     w.n_params += n_1d;
-    w.token_embd = mat("token_embd", 0, e, m.n_vocab, false);
+    w.token_embd = mat("token_embd", 0, e, m.n_vocab, role::embd);
     w.output_params = (double) e * m.n_vocab;
     if (m.tied_embd) {
         w.output = w.token_embd;   // the output matmul reads the whole (shared) matrix
         w.token_embd = 0;          // counted once, as output (file_bytes stays right)
     } else {
-        w.output = mat("output", 0, e, m.n_vocab, false);
-        w.output_packed = repacked_on_x86(quantized_tensor_type(ft, "output", 0, n_layer, e, false), m.n_vocab);
-        if (w.output_packed) w.packed_bytes += w.output;
+        w.output = mat("output", 0, e, m.n_vocab, role::output);
     }
     return w;
 }
