@@ -110,6 +110,40 @@ TEST_CASE("the llama-bench replay: ubatches and n_kv as llama-bench's test_promp
     CHECK(pp[0].dense_flops == 2.0 * 16 * 60817408 * 128 + 2.0 * 2048 * 128256);
 }
 
+TEST_CASE("a batched row with n_seq_gen: the first sequences take the steps, the others keep their cells") {
+    const step_time_model tm{device_preset("cpu"), model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
+    llama_bench_row p = point(0, 4, 128, 512);   // 4 steps after 128-token prompts of each sequence
+    p.n_seq = 4;                                 // one unified stream (kv_unified's default)
+    const double cell_bytes = 2.0 * 2 * 512 * 16;
+    // every sequence decodes: 4 one-token ubatches of 4 tokens; n_ctx 4 x (128 + 4) = 528, padded to 768; the cells
+    // used after the first step, 4 x 129 = 516, padded to 256: 768
+    const auto all = bench_row_ubatches(p, tm);
+    REQUIRE(all.size() == 4);
+    CHECK(all[0].n_tokens == 4);
+    CHECK(all[0].kv_bytes == 768 * cell_bytes);
+    // sequence 0 alone: 4 ubatches of 1 token over the same stream, 513 to 516 cells used: n_kv still 768
+    CHECK(p.test_name() == "tg4 @ d128 x4");
+    p.n_seq_gen = 1;
+    CHECK(p.test_name() == "tg4 @ d128 x4 (1 decoding)");
+    const auto one = bench_row_ubatches(p, tm);
+    REQUIRE(one.size() == 4);
+    for (const auto & u : one) {
+        CHECK(u.n_tokens == 1);
+        CHECK(u.kv_bytes == 768 * cell_bytes);
+    }
+    // charged on the cells a token sees (ggml's CPU kernel skips masked cells): sequence 0's 129..132, not n_kv;
+    // the scan term counts every cell up to n_kv for each of the 32 heads and 16 layers
+    device_profile vis = device_preset("cpu");
+    vis.attention_cells = "visible";
+    vis.attn_s_per_scanned_cell = 1e-12;
+    const step_time_model tv{vis, model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
+    const auto seen = bench_row_ubatches(p, tv);
+    REQUIRE(seen.size() == 4);
+    CHECK(seen[0].kv_bytes == 129 * cell_bytes);
+    CHECK(seen[3].kv_bytes == 132 * cell_bytes);
+    CHECK(seen[0].scanned_cells == 768.0 * 32 * 16);
+}
+
 TEST_CASE("calibrate recovers the linear model of hand-made results") {
     const auto pts = hand_points();
     const calibration_result r = calibrate(pts, model_preset("llama-3.2-1b"), nullptr, device_preset("cpu"));

@@ -55,6 +55,9 @@ TEST_CASE("llama-bench files: out-of-range fields are refused by name, not wrapp
     CHECK(with("n_threads", 99999999999ull).find("field n_threads") != std::string::npos);   // int overflow before
     CHECK(with("flash_attn", 5).find("field flash_attn must be in [-1, 1]") != std::string::npos);
     CHECK(with("avg_ns", 18446744073709551615ull).find("field avg_ns must be in") != std::string::npos);
+    // n_seq_gen: at most the row's sequences (1 without n_seq), never 0
+    CHECK(with("n_seq_gen", 2).find("field n_seq_gen must be in [1, 1]") != std::string::npos);
+    CHECK(with("n_seq_gen", 0).find("field n_seq_gen must be in [1, 1]") != std::string::npos);
 
     std::ofstream(dir / "empty.json") << "";
     CHECK(bench_error(dir / "empty.json").find("is empty") != std::string::npos);

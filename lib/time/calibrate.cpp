@@ -92,6 +92,7 @@ llama_bench_row parse_point(const json & o, const std::string & file, size_t ind
     // 1e15 ns = 11.6 days: beyond it avg_ns is not a benchmark time (and 2^64-1 is a wrapped counter)
     p.avg_s = int_field(o, e, "avg_ns", 1, 1e15) * 1e-9;
     if (o.contains("n_seq")) p.n_seq = (uint32_t) int_field(o, e, "n_seq", 1, 256);
+    if (o.contains("n_seq_gen")) p.n_seq_gen = (uint32_t) int_field(o, e, "n_seq_gen", 1, p.n_seq);
     if (o.contains("n_ctx")) p.n_ctx = (uint32_t) int_field(o, e, "n_ctx", 0, k_max_bench_tokens);
     if (o.contains("kv_unified")) {
         if (!o["kv_unified"].is_boolean()) bad_field(e, "kv_unified", json_text(o["kv_unified"]), "must be true or false");
@@ -132,12 +133,13 @@ context_params bench_context(const llama_bench_row & p) {
     return cp;
 }
 
-// llama-bench test_prompt: n tokens per sequence from position pos, every sequence's in one batch (llama-batched-bench
-// adds sequence 0's, then 1's, ...), decoded in n_batch views through the op door (each decode tagged with the result's
+// llama-bench test_prompt: n tokens per sequence from position pos, the first n_seqs sequences' in one batch
+// (llama-batched-bench adds sequence 0's, then 1's, ...), decoded in n_batch views through the op door (each decode tagged with the result's
 // entry number).
-void decode_prompt(op_runner & run, uint32_t n, uint32_t n_batch, llama_pos & pos, const llama_bench_row & p) {
+void decode_prompt(op_runner & run, uint32_t n, uint32_t n_batch, llama_pos & pos, const llama_bench_row & p,
+                   uint32_t n_seqs) {
     llama_batch_in all;
-    for (llama_seq_id s = 0; s < (llama_seq_id) p.n_seq; ++s) {
+    for (llama_seq_id s = 0; s < (llama_seq_id) n_seqs; ++s) {
         for (uint32_t i = 0; i < n; ++i) all.add(pos + (llama_pos) i, {s});
     }
     pos += (llama_pos) n;
@@ -162,6 +164,8 @@ double percentile(std::vector<double> v, double q) {
 std::string llama_bench_row::test_name() const {
     std::string s = n_prompt && n_gen ? fmt::format("pp{}+tg{}", n_prompt, n_gen) : n_prompt ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
     if (n_depth) s += fmt::format(" @ d{}", n_depth);
+    if (n_seq > 1) s += fmt::format(" x{}", n_seq);   // llama-batched-bench's -npl
+    if (n_seq_gen && n_seq_gen < n_seq) s += fmt::format(" ({} decoding)", n_seq_gen);
     return s;
 }
 
@@ -247,10 +251,11 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
     op_runner run(ctx);
     ubatch_work_collector col(ctx, nullptr, tm.charges_visible());
     llama_pos pos = 0;
-    decode_prompt(run, p.n_depth, ctx.sizes().n_batch, pos, p);   // untimed (or restored from a saved state)
+    decode_prompt(run, p.n_depth, ctx.sizes().n_batch, pos, p, p.n_seq);   // untimed (or restored from a saved state)
     const scoped_decode_observer timed(run, &col);
-    decode_prompt(run, p.n_prompt, ctx.sizes().n_batch, pos, p);
-    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, ctx.sizes().n_batch, pos, p);   // one token per sequence
+    decode_prompt(run, p.n_prompt, ctx.sizes().n_batch, pos, p, p.n_seq);
+    const uint32_t n_seq_gen = p.n_seq_gen ? p.n_seq_gen : p.n_seq;
+    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, ctx.sizes().n_batch, pos, p, n_seq_gen);   // one token per sequence
     std::vector<ubatch_terms> v;
     for (const auto & w : col.work) v.push_back(tm.terms(w));
     return v;

@@ -35,13 +35,16 @@ struct llama_bench_row {
     // n_seq sequences at once, each with n_depth untimed then n_prompt timed prompt tokens (one batch of them all), or
     // n_gen steps of one token per sequence; kv_unified: one cache stream for them (-kvu); n_ctx: its -c (0: just fits)
     uint32_t n_seq = 1;
+    // n_seq_gen: the sequences that take the n_gen steps, the first ones (0: all n_seq); the others only hold their
+    // cells, so a step reads the same visible cells beside more scanned ones (ggml's CPU kernel skips masked cells)
+    uint32_t n_seq_gen = 0;
     bool kv_unified = true;
     uint32_t n_ctx = 0;
     double avg_s = 0, stddev_s = 0;
     // llama-bench's build_commit (a markdown table: its "build: <commit> (<number>)" line) and the device it ran on
     // (gpu_info, else cpu_info; a markdown file: its "Device 0: <name>," line); empty when the file does not say
     std::string build, device;
-    std::string test_name() const;   // "pp512", "tg128", "pp512+tg128", with " @ d<depth>"
+    std::string test_name() const;   // "pp512", "tg128", "pp512+tg128", with " @ d<depth>", " x<n_seq>", " (<n_seq_gen> decoding)"
 };
 
 // Reads `llama-bench -o json` output (also accepts JSON lines, -o jsonl, and llama-bench's default

@@ -14,7 +14,9 @@ die() { echo "ab_cells.sh: $*" >&2; exit 2; }
 [ $# -eq 2 ] || die "usage: ab_cells.sh RUN_DIR n_kv|visible"
 RUN="$1" CELLS="$2"
 case "$CELLS" in n_kv|visible) ;; *) die "cells must be n_kv or visible, got '$CELLS'" ;; esac
-for f in env.txt bench-pp.json bench-tg.json ops.csv real-steps.csv; do [ -f "$RUN/$f" ] || die "$RUN/$f missing (not a finished run.sh result)"; done
+for f in env.txt bench-pp.json ops.csv real-steps.csv; do [ -f "$RUN/$f" ] || die "$RUN/$f missing (not a finished run.sh result)"; done
+# the calibration points run.sh fed to calibrate (bench-tg.json: runs before the per-decode batched points)
+BENCH=(); for f in bench-pp bench-tg bench-depth bench-np bench-scan; do [ -f "$RUN/$f.json" ] && BENCH+=("$RUN/$f.json"); done
 # env.txt: "model  PATH (PRESET, WEIGHTS, random weights)" and "replay  TRACE first N requests, -c .. -np .. kvu=K ..."
 read -r PRESET WEIGHTS < <(sed -n 's/^model .*(\([^,]*\), \([^,]*\), random weights)$/\1 \2/p' "$RUN/env.txt")
 read -r TRACE LIMIT REST < <(sed -n 's/^replay *\([^ ]*\) first \([0-9]*\) requests, \(.*\)$/\1 \2 \3/p' "$RUN/env.txt")
@@ -24,7 +26,7 @@ SETTINGS=$(echo "$REST" | sed 's/ kvu=[01]//')
 KVUFLAG=$([ "$KVU" = 1 ] && echo -kvu || echo -no-kvu)
 OUT="$RUN/ab-$CELLS"
 mkdir -p "$OUT"
-"$KVSIM" calibrate "$RUN/bench-pp.json" "$RUN/bench-tg.json" --model "$PRESET" --attention-cells "$CELLS" \
+"$KVSIM" calibrate "${BENCH[@]}" --model "$PRESET" --attention-cells "$CELLS" \
   -o "$OUT/profile.json" > "$OUT/calibrate.txt" 2>&1 || { cat "$OUT/calibrate.txt"; exit 2; }
 # shellcheck disable=SC2086  # SETTINGS is the run's own flag list, word-split on purpose
 "$KVSIM" replay "$TRACE" --limit "$LIMIT" --model "$PRESET" --weights "$WEIGHTS" --device "$OUT/profile.json" \

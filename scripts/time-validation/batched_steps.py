@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """llama-batched-bench's runs, timed call by call by tv-decode-timer, as llama-bench rows kvsim calibrate reads.
 
-  batched_steps.py ops OUT.csv --npp 128,512 --ntg 16 --npl 2,4
+  batched_steps.py ops OUT.csv --npp 128,512 --ntg 16 --npl 2,4 [--gen-seqs 1]
   batched_steps.py bench STEPS.csv MODEL_FROM.json OUT.json --npp 128,512 --ntg 16 --npl 2,4 \\
-                   --n-batch 2048 --n-ubatch 512 --ctx 8192 [--kvu] [--fa 0|1]
+                   --n-batch 2048 --n-ubatch 512 --ctx 8192 [--kvu] [--fa 0|1] [--gen-seqs 1]
 
 `ops` writes the op trace of batched-bench's runs (tools/batched-bench/batched-bench.cpp): for each -npp, -npl
 (in that order), a cleared cache, one batch of npl prompts of npp tokens (sequence 0's, then 1's, ...), then ntg
@@ -11,6 +11,11 @@ steps of one token per sequence. `bench` turns tv-decode-timer's step times of t
 order; merge_rounds.py's minimum over the rounds) into the rows batched_to_bench.py makes of batched-bench's own
 JSONL: the prompt (n_prompt npp, n_seq npl) and the generation (n_gen ntg at n_depth npp), each the sum of its
 decodes' times.
+
+--gen-seqs N: only the first N sequences of each run take the ntg steps (the others keep their prompts' cells), rows
+with kvsim's n_seq_gen N: a step then reads the same cells of its own sequences beside more cells of the others,
+which ggml's CPU flash attention skips one by one (what kvsim's per-scanned-cell term prices, and what runs where
+every sequence decodes cannot tell from the K/V reads).
 
 The first generation step after a prompt is left out of the generation row (it becomes n_gen ntg - 1 at n_depth
 npp + 1): llama.cpp de3ff815 took it 1.1-10x as long as the steps after it, the minimum over 4 rounds too (one Zen 5
@@ -56,6 +61,11 @@ def n_gen(a, least):
     return v[0]
 
 
+def gen_seqs(a, pl):
+    """The sequences of a run of npl pl that take the generation steps (--gen-seqs, at most pl)."""
+    return pl if a.gen_seqs is None else min(a.gen_seqs, pl)
+
+
 def write_ops(a):
     ntg, rs = n_gen(a, 1), runs(a)
     if sum(pl * (1 + ntg) for _, pl in rs) > 1000000:
@@ -65,7 +75,7 @@ def write_ops(a):
         lines.append(",clear,,,,,,")
         lines += ["p%dx%d,decode,%d,%d,0,,," % (pl, pp, s, pp) for s in range(pl)]
         for t in range(ntg):
-            lines += ["g%dx%d_%d,decode,%d,1,%d,,," % (pl, pp, t, s, pp + t) for s in range(pl)]
+            lines += ["g%dx%d_%d,decode,%d,1,%d,,," % (pl, pp, t, s, pp + t) for s in range(gen_seqs(a, pl))]
     merge_rounds.write_atomic(a.out, lambda f: f.write("\n".join(lines) + "\n"))
 
 
@@ -110,9 +120,11 @@ def write_bench(a):
         i += 1 + ntg
         settings = dict(n_batch=a.n_batch, n_ubatch=a.n_ubatch, flash_attn=a.fa, n_seq=pl, kv_unified=a.kvu,
                         n_ctx=a.ctx)
+        gen = dict(n_seq_gen=gen_seqs(a, pl)) if gen_seqs(a, pl) < pl else {}
         # the generation row from the second step on (n_gen ntg - 1 at depth pp + 1): see the header
         out += bench_rows(ref, settings, pp, 0, ms[0] / 1e3, 0)
-        out += [dict(r, n_depth=pp + 1) for r in bench_rows(ref, settings, 0, ntg - 1, 0, sum(ms[2:]) / 1e3)]
+        # (with --gen-seqs the others stay at pp cells: kvsim's rows give every sequence pp + 1, one cell each more)
+        out += [dict(r, n_depth=pp + 1, **gen) for r in bench_rows(ref, settings, 0, ntg - 1, 0, sum(ms[2:]) / 1e3)]
     merge_rounds.write_atomic(a.out, lambda f: json.dump(out, f, indent=1))
 
 
@@ -127,7 +139,10 @@ def main():
     ap.add_argument("--ctx", type=int, default=8192)
     ap.add_argument("--fa", type=int, default=1)
     ap.add_argument("--kvu", action="store_true")
+    ap.add_argument("--gen-seqs", type=int, default=None)
     a = ap.parse_args()
+    if a.gen_seqs is not None and not 1 <= a.gen_seqs <= 256:
+        die("--gen-seqs %d: not in [1, 256]" % a.gen_seqs)
     if a.mode == "ops":
         if len(a.files) != 1:
             die("usage: batched_steps.py ops OUT.csv --npp ... --ntg ... --npl ...")

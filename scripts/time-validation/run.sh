@@ -92,6 +92,11 @@ log "kvsim replay --emit-ops (first $LIMIT requests, --arrivals saturate: a gap-
 # --- 1. interleaved rounds: calibration points, then the real op trace ----------------------
 BATCHED="--npp 128,512 --ntg 16 --npl 1,2,$NP"
 python3 "$HERE/batched_steps.py" ops "$OUT/batched-ops.csv" $BATCHED
+# NP sequences' prompts, then only sequence 0 decodes: the same visible cells beside 1-3x more masked ones, which
+# ggml's CPU flash attention scans and skips (kvsim's per-scanned-cell term; the runs above cannot separate it from
+# the K/V reads, since there every sequence decodes)
+SCAN="--npp 512,1024 --ntg 16 --npl $NP --gen-seqs 1"
+python3 "$HERE/batched_steps.py" ops "$OUT/scan-ops.csv" $SCAN
 FA1=$([ "$FA" = off ] && echo 0 || echo 1)
 common=(-m "$MODEL" -t "$THREADS" -fa "$FA1" -ctk "$CTK" -ctv "$CTV" -b "$B" -r "$REPS" -o json)
 for r in $(seq 1 "$ROUNDS"); do
@@ -109,6 +114,10 @@ for r in $(seq 1 "$ROUNDS"); do
   "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/batched-ops.csv" -o "$OUT/batched-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
   load "batched $r"
+  log "round $r/$ROUNDS: $NP prompts, then sequence 0 alone decodes, timed call by call ($SCAN)"
+  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/scan-ops.csv" -o "$OUT/scan-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
+    -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
+  load "scan $r"
   log "round $r/$ROUNDS: real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"
   "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/ops.csv" -o "$OUT/real-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
@@ -119,6 +128,9 @@ python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-pp.json" $(for 
 python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-depth.json" $(for r in $seqs; do echo "$OUT/bench-depth-$r.json"; done)
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/batched-steps.csv" $(for r in $seqs; do echo "$OUT/batched-steps-$r.csv"; done) > /dev/null
 python3 "$HERE/batched_steps.py" bench "$OUT/batched-steps.csv" "$OUT/bench-pp.json" "$OUT/bench-np.json" $BATCHED \
+  --n-batch "$B" --n-ubatch "$UB" --ctx "$CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
+python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/scan-steps.csv" $(for r in $seqs; do echo "$OUT/scan-steps-$r.csv"; done) > /dev/null
+python3 "$HERE/batched_steps.py" bench "$OUT/scan-steps.csv" "$OUT/bench-pp.json" "$OUT/bench-scan.json" $SCAN \
   --n-batch "$B" --n-ubatch "$UB" --ctx "$CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/real-steps.csv" $(for r in $seqs; do echo "$OUT/real-steps-$r.csv"; done) | tee "$OUT/rounds.txt"
 
@@ -144,7 +156,7 @@ PY
 # --- 2. kvsim calibrate on the merged rounds --------------------------------------------------
 CELLS=(); [ -n "$ATTENTION_CELLS" ] && CELLS=(--attention-cells "$ATTENTION_CELLS")
 log "kvsim calibrate ${CELLS[*]:-}"
-"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-depth.json" "$OUT/bench-np.json" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
+"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-depth.json" "$OUT/bench-np.json" "$OUT/bench-scan.json" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
 
 # --- 3. held-out validation -----------------------------------------------------------------
 log "kvsim replay with the fitted profile"
