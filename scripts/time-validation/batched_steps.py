@@ -72,6 +72,8 @@ def write_ops(a):
         die("these runs make more than 1,000,000 op rows")
     lines = ["batch,op,seq,n_tokens,p0,p1,delta,seq_dst"]
     for pp, pl in rs:
+        if pp * pl > a.n_batch:   # one llama_decode per prompt batch: tv-decode-timer refuses more than -b tokens
+            die("--npp %d x --npl %d: a prompt batch of %d tokens, more than --n-batch %d" % (pp, pl, pp * pl, a.n_batch))
         lines.append(",clear,,,,,,")
         lines += ["p%dx%d,decode,%d,%d,0,,," % (pl, pp, s, pp) for s in range(pl)]
         for t in range(ntg):

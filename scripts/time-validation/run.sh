@@ -91,12 +91,12 @@ log "kvsim replay --emit-ops (first $LIMIT requests, --arrivals saturate: a gap-
 
 # --- 1. interleaved rounds: calibration points, then the real op trace ----------------------
 BATCHED="--npp 128,512 --ntg 16 --npl 1,2,$NP"
-python3 "$HERE/batched_steps.py" ops "$OUT/batched-ops.csv" $BATCHED
-# NP sequences' prompts, then only sequence 0 decodes: the same visible cells beside 1-3x more masked ones, which
+python3 "$HERE/batched_steps.py" ops "$OUT/batched-ops.csv" $BATCHED --n-batch "$B"
+# 2 or NP sequences' prompts, then only sequence 0 decodes: one token's visible cells beside 1-3x more masked ones, which
 # ggml's CPU flash attention scans and skips (kvsim's per-scanned-cell term; the runs above cannot separate it from
 # the K/V reads, since there every sequence decodes)
-SCAN="--npp 512,1024 --ntg 16 --npl $NP --gen-seqs 1"
-python3 "$HERE/batched_steps.py" ops "$OUT/scan-ops.csv" $SCAN
+SCAN="--npp 128,512 --ntg 16 --npl 2,$NP --gen-seqs 1"
+python3 "$HERE/batched_steps.py" ops "$OUT/scan-ops.csv" $SCAN --n-batch "$B"
 FA1=$([ "$FA" = off ] && echo 0 || echo 1)
 common=(-m "$MODEL" -t "$THREADS" -fa "$FA1" -ctk "$CTK" -ctv "$CTV" -b "$B" -r "$REPS" -o json)
 for r in $(seq 1 "$ROUNDS"); do
