@@ -134,8 +134,8 @@ context_params bench_context(const llama_bench_row & p) {
 }
 
 // llama-bench test_prompt: n tokens per sequence from position pos, the first n_seqs sequences' in one batch
-// (llama-batched-bench adds sequence 0's, then 1's, ...), decoded in n_batch views through the op door (each decode tagged with the result's
-// entry number).
+// (llama-batched-bench adds sequence 0's, then 1's, ...), decoded in n_batch views through the op door (each decode
+// tagged with the result's entry number).
 void decode_prompt(op_runner & run, uint32_t n, uint32_t n_batch, llama_pos & pos, const llama_bench_row & p,
                    uint32_t n_seqs) {
     llama_batch_in all;
@@ -255,7 +255,7 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
     const scoped_decode_observer timed(run, &col);
     decode_prompt(run, p.n_prompt, ctx.sizes().n_batch, pos, p, p.n_seq);
     const uint32_t n_seq_gen = p.n_seq_gen ? p.n_seq_gen : p.n_seq;
-    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, ctx.sizes().n_batch, pos, p, n_seq_gen);   // one token per sequence
+    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, ctx.sizes().n_batch, pos, p, n_seq_gen);   // a token each
     std::vector<ubatch_terms> v;
     for (const auto & w : col.work) v.push_back(tm.terms(w));
     return v;
@@ -311,14 +311,15 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
     size_t ub = 0;
     for (size_t i = 0; i < pts.size(); ++i) {
         std::vector<double> row(s.x.size(), 0.0);
-        for (const auto & t : pts[i]) {
+        // no tiled price of its own (inactive at 0): the tiled path's cells priced as the one-row path's, as seconds_of does
+        const bool tiled_apart = s.active[T_TILED] || s.x[T_TILED] > 0;
+        for (const auto & u : pts[i]) {
+            const ubatch_terms t = tiled_apart ? u : tiled_as_one_row(u);
             if (branch_mem[ub++]) row[T_WEIGHTS] += t.weight_bytes;
             else row[s.gemm_of(t.n_tokens)] += t.dense_flops;
             row[T_UBATCH] += 1;
-            // no tiled price of its own (inactive at 0): the tiled path's cells priced as the one-row path's, as seconds_of does
-            const bool tiled_apart = s.active[T_TILED] || s.x[T_TILED] > 0;
-            row[T_KV] += t.kv_bytes + (tiled_apart ? 0 : t.tiled_kv_bytes);
-            row[T_ATTN_FLOPS] += t.attn_flops + (tiled_apart ? 0 : t.tiled_attn_flops);
+            row[T_KV] += t.kv_bytes;
+            row[T_ATTN_FLOPS] += t.attn_flops;
             row[T_EXTRA_PASS] += t.extra_pass_bytes;
             row[T_SCAN] += t.scanned_cells;
             row[T_UNPACKED] += t.unpacked_row_params;

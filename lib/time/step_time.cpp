@@ -74,15 +74,21 @@ double step_time_model::ubatch_seconds(const std::vector<ubatch_work> & per_cach
     return seconds_of(terms(per_cache));
 }
 
+ubatch_terms tiled_as_one_row(ubatch_terms t) {
+    t.kv_bytes += t.tiled_kv_bytes;
+    t.attn_flops += t.tiled_attn_flops;
+    t.tiled_kv_bytes = t.tiled_attn_flops = 0;
+    return t;
+}
+
 double step_time_model::seconds_of(const ubatch_terms & t) const {
     double bytes = t.weight_bytes, flops = t.dense_flops, attn = 0;
     if (measured_s_per_kv_byte > 0) {
         attn = (t.kv_bytes + t.tiled_kv_bytes) * measured_s_per_kv_byte;
-    } else if (device.attention_linear() && device.attn_tiled_s_per_kv_byte > 0) {
-        attn = t.kv_bytes * device.attn_s_per_kv_byte + t.attn_flops * device.attn_s_per_flop +
-               t.tiled_kv_bytes * device.attn_tiled_s_per_kv_byte;
-    } else if (device.attention_linear()) {   // no tiled price (a profile from before it, or not separable): the one-row one
-        attn = (t.kv_bytes + t.tiled_kv_bytes) * device.attn_s_per_kv_byte + (t.attn_flops + t.tiled_attn_flops) * device.attn_s_per_flop;
+    } else if (device.attention_linear()) {
+        const ubatch_terms a = device.attn_tiled_s_per_kv_byte > 0 ? t : tiled_as_one_row(t);
+        attn = a.kv_bytes * device.attn_s_per_kv_byte + a.attn_flops * device.attn_s_per_flop +
+               a.tiled_kv_bytes * device.attn_tiled_s_per_kv_byte;
     } else {   // a roofline has one attention: the tiled path's cells join the others
         bytes += t.kv_bytes + t.tiled_kv_bytes;
         flops += t.attn_flops + t.tiled_attn_flops;

@@ -82,6 +82,11 @@ struct ubatch_terms {
     double tiled_attn_flops = 0;   // 4 * tiled_cells * n_head * head_dim * n_layer of those ubatches (a roofline adds them)
 };
 
+// t with the tiled path's bytes and FLOPs moved into kv_bytes / attn_flops: how a linear profile without a tiled price
+// (attn_tiled_s_per_kv_byte 0: a file from before it, or a fit that could not separate it) prices those cells, as the
+// one-row path's. step_time_model::seconds_of and calibrate's fit both go through it.
+ubatch_terms tiled_as_one_row(ubatch_terms t);
+
 struct step_time_model {
     device_profile device;
     model_shape model;
