@@ -58,6 +58,14 @@ TEST_CASE("llama-bench files: out-of-range fields are refused by name, not wrapp
     // n_seq_gen: at most the row's sequences (1 without n_seq), never 0
     CHECK(with("n_seq_gen", 2).find("field n_seq_gen must be in [1, 1]") != std::string::npos);
     CHECK(with("n_seq_gen", 0).find("field n_seq_gen must be in [1, 1]") != std::string::npos);
+    {
+        auto j = json::parse(read_text(k_data));
+        j[0]["n_seq_gen"] = 1;
+        j[0]["n_gen"] = 0;
+        j[0]["n_prompt"] = 512;
+        std::ofstream(dir / "g.json") << j.dump();
+        CHECK(bench_error(dir / "g.json").find("n_gen is 0") != std::string::npos);
+    }
 
     std::ofstream(dir / "empty.json") << "";
     CHECK(bench_error(dir / "empty.json").find("is empty") != std::string::npos);

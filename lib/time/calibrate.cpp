@@ -92,7 +92,10 @@ llama_bench_row parse_point(const json & o, const std::string & file, size_t ind
     // 1e15 ns = 11.6 days: beyond it avg_ns is not a benchmark time (and 2^64-1 is a wrapped counter)
     p.avg_s = int_field(o, e, "avg_ns", 1, 1e15) * 1e-9;
     if (o.contains("n_seq")) p.n_seq = (uint32_t) int_field(o, e, "n_seq", 1, 256);
-    if (o.contains("n_seq_gen")) p.n_seq_gen = (uint32_t) int_field(o, e, "n_seq_gen", 1, p.n_seq);
+    if (o.contains("n_seq_gen")) {
+        p.n_seq_gen = (uint32_t) int_field(o, e, "n_seq_gen", 1, p.n_seq);   // at most the row's n_seq (default 1)
+        if (p.n_gen == 0) bad_field(e, "n_seq_gen", std::to_string(p.n_seq_gen), "says which sequences take the n_gen steps, and n_gen is 0");
+    }
     if (o.contains("n_ctx")) p.n_ctx = (uint32_t) int_field(o, e, "n_ctx", 0, k_max_bench_tokens);
     if (o.contains("kv_unified")) {
         if (!o["kv_unified"].is_boolean()) bad_field(e, "kv_unified", json_text(o["kv_unified"]), "must be true or false");

@@ -66,14 +66,22 @@ def gen_seqs(a, pl):
     return pl if a.gen_seqs is None else min(a.gen_seqs, pl)
 
 
+def check_batches(a, rs):
+    """One llama_decode per prompt batch: tv-decode-timer refuses more than -b tokens."""
+    if a.n_batch < 1:
+        die("--n-batch %d: not >= 1" % a.n_batch)
+    for pp, pl in rs:
+        if pp * pl > a.n_batch:
+            die("--npp %d x --npl %d: a prompt batch of %d tokens, more than --n-batch %d" % (pp, pl, pp * pl, a.n_batch))
+
+
 def write_ops(a):
     ntg, rs = n_gen(a, 1), runs(a)
-    if sum(pl * (1 + ntg) for _, pl in rs) > 1000000:
+    if sum(pl + gen_seqs(a, pl) * ntg for _, pl in rs) > 1000000:
         die("these runs make more than 1,000,000 op rows")
+    check_batches(a, rs)
     lines = ["batch,op,seq,n_tokens,p0,p1,delta,seq_dst"]
     for pp, pl in rs:
-        if pp * pl > a.n_batch:   # one llama_decode per prompt batch: tv-decode-timer refuses more than -b tokens
-            die("--npp %d x --npl %d: a prompt batch of %d tokens, more than --n-batch %d" % (pp, pl, pp * pl, a.n_batch))
         lines.append(",clear,,,,,,")
         lines += ["p%dx%d,decode,%d,%d,0,,," % (pl, pp, s, pp) for s in range(pl)]
         for t in range(ntg):
@@ -110,12 +118,19 @@ def write_bench(a):
                             (a.ctx, "--ctx", 1, 1 << 24), (a.fa, "--fa", 0, 1)):
         if not lo <= v <= hi:
             die("%s %d: not in [%d, %d]" % (name, v, lo, hi))
+    check_batches(a, runs(a))
     ref, steps = read_model_from(a.model_from), read_steps(a.steps)
     need = sum(1 + ntg for _ in runs(a))
     if len(steps) != need:
         die("%s: %d steps, the trace of these runs has %d decodes" % (a.steps, len(steps), need))
     out, i = [], 0
     for pp, pl in runs(a):
+        # the steps must be this trace's: the prompt batch, then ntg steps of gen_seqs tokens (--gen-seqs as in ops)
+        want = [pp * pl] + [gen_seqs(a, pl)] * ntg
+        got = [r["n_tokens"] for r in steps[i:i + 1 + ntg]]
+        if got != [str(n) for n in want]:
+            die("%s: rows %d-%d have n_tokens %s, the run npp %d npl %d (--gen-seqs %s) decodes %s" %
+                (a.steps, i + 2, i + 2 + ntg, ",".join(got[:3]) + ",...", pp, pl, a.gen_seqs, ",".join(map(str, want[:3])) + ",..."))
         ms = [float(r["ms"]) for r in steps[i:i + 1 + ntg]]
         if any(r["rc"] != 0 for r in steps[i:i + 1 + ntg]):
             die("%s: a decode of the run npp %d npl %d failed" % (a.steps, pp, pl))

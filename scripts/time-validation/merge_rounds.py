@@ -22,7 +22,8 @@ import os
 import statistics
 import sys
 
-KEY = ("n_prompt", "n_gen", "n_depth", "n_seq", "n_batch", "n_ubatch", "type_k", "type_v", "flash_attn", "n_threads")
+KEY = ("n_prompt", "n_gen", "n_depth", "n_seq", "n_seq_gen", "kv_unified", "n_ctx", "n_batch", "n_ubatch", "type_k",
+       "type_v", "flash_attn", "n_threads")
 
 
 def die(msg):
@@ -47,6 +48,10 @@ def write_atomic(out, write):
             write(f)
         os.replace(tmp, out)
     except OSError as e:
+        try:
+            os.remove(tmp)   # a rename that failed (OUT a folder, say) leaves no temporary behind
+        except OSError:
+            pass
         die("%s: %s" % (out, e))
 
 
