@@ -168,7 +168,7 @@ std::string llama_bench_row::test_name() const {
     std::string s = n_prompt && n_gen ? fmt::format("pp{}+tg{}", n_prompt, n_gen) : n_prompt ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
     if (n_depth) s += fmt::format(" @ d{}", n_depth);
     if (n_seq > 1) s += fmt::format(" x{}", n_seq);   // llama-batched-bench's -npl
-    if (n_seq_gen && n_seq_gen < n_seq) s += fmt::format(" ({} decoding)", n_seq_gen);
+    if (seqs_generating() < n_seq) s += fmt::format(" ({} decoding)", seqs_generating());
     return s;
 }
 
@@ -257,8 +257,7 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
     decode_prompt(run, p.n_depth, ctx.sizes().n_batch, pos, p, p.n_seq);   // untimed (or restored from a saved state)
     const scoped_decode_observer timed(run, &col);
     decode_prompt(run, p.n_prompt, ctx.sizes().n_batch, pos, p, p.n_seq);
-    const uint32_t n_seq_gen = p.n_seq_gen ? p.n_seq_gen : p.n_seq;
-    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, ctx.sizes().n_batch, pos, p, n_seq_gen);   // a token each
+    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, ctx.sizes().n_batch, pos, p, p.seqs_generating());   // a token each
     std::vector<ubatch_terms> v;
     for (const auto & w : col.work) v.push_back(tm.terms(w));
     return v;

@@ -38,6 +38,7 @@ struct llama_bench_row {
     // n_seq_gen: the sequences that take the n_gen steps, the first ones (0: all n_seq); the others only hold their
     // cells, so a step reads the same visible cells beside more scanned ones (ggml's CPU kernel skips masked cells)
     uint32_t n_seq_gen = 0;
+    uint32_t seqs_generating() const { return n_seq_gen ? n_seq_gen : n_seq; }
     bool kv_unified = true;
     uint32_t n_ctx = 0;
     double avg_s = 0, stddev_s = 0;
