@@ -5,6 +5,7 @@
 #include "time/calibrate.h"
 #include "core/errors.h"
 
+#include <algorithm>
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -152,6 +153,37 @@ TEST_CASE("--device host: thread counts out of range and a memory limit are one 
         CHECK_FALSE(fs::exists(dir / "o"));
     }
 #endif
+}
+
+// nlohmann keeps the last of a repeated key silently (an entry with avg_ns twice fitted the second), and its
+// number overflow (1e400) carries no position: both named by place, the overflow by its line.
+TEST_CASE("llama-bench files and device profiles: a key twice is refused by its place, 1e400 by its line") {
+    scratch_dir dir("hostile-dup");
+    auto j = json::parse(read_text(k_data));
+    REQUIRE(j.size() >= 3);
+    std::string text = j.dump(1);   // one key per line
+    const std::string avg = "\"avg_ns\": " + std::to_string(j[2]["avg_ns"].get<uint64_t>());
+    const size_t at = text.find(avg);
+    REQUIRE(at != std::string::npos);
+    text.insert(at, "\"avg_ns\": 1,\n ");   // entry 2 holds avg_ns twice
+    std::ofstream(dir / "dup.json") << text;
+    std::string err = bench_error(dir / "dup.json");
+    CHECK_MESSAGE(err.find(std::string(dir / "dup.json") + ": ") == 0, err);
+    CHECK_MESSAGE(err.find("key \"avg_ns\" appears twice in one object, at [2].avg_ns") != std::string::npos, err);
+
+    text = j.dump(1);
+    text.replace(text.find(avg), avg.size(), "\"avg_ns\": 1e400");
+    const long line = 1 + (long) std::count(text.begin(), text.begin() + (long) text.find("1e400"), '\n');
+    std::ofstream(dir / "big.json") << text;
+    err = bench_error(dir / "big.json");
+    CHECK_MESSAGE(err.find(std::string(dir / "big.json") + ":" + std::to_string(line) + ": ") == 0, err);
+    CHECK_MESSAGE(err.find("number overflow parsing '1e400'") != std::string::npos, err);
+
+    std::ofstream(dir / "p.json") << "{\"bandwidth_gbs\": 100,\n \"peak_tflops\": 1,\n \"bandwidth_gbs\": 900}";
+    const auto r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 --device " + (dir / "p.json"));
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.find("key \"bandwidth_gbs\" appears twice in one object, at bandwidth_gbs") != std::string::npos, r.err);
+    CHECK(lines_of(r.err).size() == 1);
 }
 
 TEST_CASE("kvsim replay --backend none: a context too large for memory does not suggest --backend none") {

@@ -190,9 +190,9 @@ std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
             try {
                 j.push_back(parse_json_bounded(line));
-            } catch (const json_too_deep & le) {
+            } catch (const json_refused & le) {   // too deep, a key twice, a number like 1e400
                 throw input_error(path, n, "", fmt::format("not a llama-bench result: {}", le.what()));
-            } catch (const json::exception & le) {   // parse_error, or out_of_range for a number like 1e400
+            } catch (const json::exception & le) {
                 // earlier lines parsed: a JSONL file with one bad line, so name that line
                 if (!j.empty()) throw input_error(path, n, line.substr(0, 40), fmt::format("not JSON (llama-bench -o jsonl): {}", le.what()));
                 throw input_error(path, 0, "", fmt::format("not JSON (llama-bench -o json or -o jsonl): {}", e.what()));
@@ -200,7 +200,9 @@ std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
         }
     } catch (const input_error &) {
         throw;
-    } catch (const std::exception & e) {   // json_too_deep, or out_of_range for a number like 1e400
+    } catch (const json_refused & e) {   // too deep, a key twice (named by its place), a number like 1e400 (its line)
+        throw input_error(path, e.line, "", fmt::format("not a llama-bench result: {}", e.what()));
+    } catch (const std::exception & e) {
         throw input_error(path, 0, "", fmt::format("not a llama-bench result: {}", e.what()));
     }
     if (!j.is_array()) throw input_error(path, 0, "", "not a llama-bench result: expected a JSON array of objects (llama-bench -o json)");

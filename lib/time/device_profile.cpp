@@ -327,9 +327,9 @@ device_profile load_device_profile(const std::string & path) {
     nlohmann::json j;
     try {
         j = parse_json_bounded(text);
-    } catch (const json_too_deep & e) {
-        throw input_error(path, 0, "", fmt::format("not a device profile: {}", e.what()));
-    } catch (const nlohmann::json::exception & e) {   // parse_error, or out_of_range for a number like 1e400
+    } catch (const json_refused & e) {   // too deep, a key twice, a number like 1e400
+        throw input_error(path, e.line, "", fmt::format("not a device profile: {}", e.what()));
+    } catch (const nlohmann::json::exception & e) {   // parse_error (its line and column in the message)
         throw input_error(path, 0, "", fmt::format("not JSON ({})", e.what()));
     }
     device_profile d = parse_device_profile(j, path);

@@ -5,9 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -41,20 +43,107 @@ inline std::string json_text(const nlohmann::json & v) {
     return cut_text(v.dump());
 }
 
-// Thrown by parse_json_bounded for a document nested deeper than its limit.
-class json_too_deep : public std::runtime_error {
+// Thrown by parse_json_bounded for a document it refuses: nested deeper than its limit (json_too_deep), a key twice
+// in one object, a number beyond a double (1e400). line: the text's line (from 1) where the parser stopped, 0 where
+// it is not known; what() names the place in the document instead (`[3].avg_ns`: entry 3, key avg_ns).
+class json_refused : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    explicit json_refused(const std::string & what, long line_ = 0) : std::runtime_error(what), line(line_) {}
+    long line;
 };
 
-// nlohmann::json::parse(text), stopped as soon as the parser opens level max_depth + 1: the parser keeps about
-// 75 bytes per open level, so a 64 MiB file of '[' took 5 GB and 40 s before it failed. Throws json_too_deep
-// for that, and what nlohmann::json::parse throws (parse_error, out_of_range for 1e400) otherwise.
-inline nlohmann::json parse_json_bounded(const std::string & text, int max_depth = 64) {
-    return nlohmann::json::parse(text, [max_depth](int depth, nlohmann::json::parse_event_t, nlohmann::json &) {
-        if (depth > max_depth) throw json_too_deep("nested deeper than " + std::to_string(max_depth) + " levels");
+class json_too_deep : public json_refused {
+public:
+    using json_refused::json_refused;
+};
+
+namespace json_read_detail {
+// The parser callback's view of where it is: one frame per open array or object (its element count, or its
+// keys so far), so that a repeated key is refused and named by its place.
+class json_walk {
+public:
+    explicit json_walk(int max_depth) : max_depth_(max_depth) {}
+
+    bool operator()(int depth, nlohmann::json::parse_event_t ev, nlohmann::json & parsed) {
+        using E = nlohmann::json::parse_event_t;
+        if (depth > max_depth_) throw json_too_deep("nested deeper than " + std::to_string(max_depth_) + " levels");
+        if (ev == E::object_start || ev == E::array_start) {
+            frames_.push_back({ev == E::object_start, 0, {}, {}});
+        } else if (ev == E::key) {
+            frame & f = frames_.back();
+            std::string k = parsed.get<std::string>();
+            if (!f.keys.insert(k).second) {
+                throw json_refused("key \"" + cut_text(k, 40) + "\" appears twice in one object, at " + place(k) +
+                                   " (JSON readers differ on which one counts; kvsim refuses)");
+            }
+            f.key = std::move(k);
+        } else {
+            if (ev == E::object_end || ev == E::array_end) frames_.pop_back();
+            if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;  // an element of an array done
+        }
         return true;
-    });
+    }
+
+private:
+    struct frame {
+        bool object;
+        size_t index;              // array: elements done
+        std::string key;           // object: the current key
+        std::set<std::string> keys;
+    };
+    // The path of the open frames, the innermost object's key replaced by `last`.
+    std::string place(const std::string & last) const {
+        std::string s;
+        for (size_t i = 0; i < frames_.size(); ++i) {
+            const frame & f = frames_[i];
+            if (!f.object) s += "[" + std::to_string(f.index) + "]";
+            else s += (s.empty() ? "" : ".") + cut_text(i + 1 == frames_.size() ? last : f.key, 40);
+        }
+        return s;
+    }
+    int max_depth_;
+    std::vector<frame> frames_;
+};
+
+// Accepts everything and keeps where the parser stopped: run over a text whose DOM parse failed without a
+// position (nlohmann's out_of_range for 1e400 has none) to name its line.
+struct json_stop_locator : nlohmann::json_sax<nlohmann::json> {
+    size_t stop = 0;  // bytes read when the parser stopped
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t &) override { return true; }
+    bool string(string_t &) override { return true; }
+    bool binary(binary_t &) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t &) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t position, const std::string &, const nlohmann::detail::exception &) override {
+        stop = position;
+        return false;
+    }
+};
+}  // namespace json_read_detail
+
+// nlohmann::json::parse(text), stopped as soon as the parser opens level max_depth + 1 (the parser keeps about
+// 75 bytes per open level, so a 64 MiB file of '[' took 5 GB and 40 s before it failed), and refusing a key twice
+// in one object (nlohmann keeps the last silently: a llama-bench entry with avg_ns twice fitted the second).
+// Throws json_refused (json_too_deep for the depth; the line for a number beyond a double) and nlohmann's
+// parse_error (with its line and column) for text that is not JSON.
+inline nlohmann::json parse_json_bounded(const std::string & text, int max_depth = 64) {
+    try {
+        return nlohmann::json::parse(text, json_read_detail::json_walk(max_depth));
+    } catch (const nlohmann::json::out_of_range & e) {
+        json_read_detail::json_stop_locator where;
+        (void) nlohmann::json::sax_parse(text, &where);
+        const long line = 1 + (long) std::count(text.begin(), text.begin() + (long) std::min(where.stop, text.size()), '\n');
+        const std::string what = e.what();   // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+        const size_t cut = what.find("] ");
+        throw json_refused(cut == std::string::npos ? what : what.substr(cut + 2), line);
+    }
 }
 
 namespace json_read_detail {
