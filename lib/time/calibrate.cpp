@@ -615,17 +615,46 @@ void check_one_machine(const std::vector<llama_bench_row> & points) {
 }
 }  // namespace
 
-calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
-                             const device_profile & base) {
-    check_one_machine(points);
-    calibration_result r;
-    const std::vector<const weight_file_type *> ft = checked_weight_types(points, m, weights, r);
+namespace {
+// The results made ready for fits: their weight types checked (r.weights) and their timed ubatches computed once.
+// The ubatches depend on the profile only through repack_rows and attention_cells, which every fit keeps from the
+// base (fit_terms), so they are the fitted profile's ubatches too: leave-one-out reuses them (recomputing them per fit
+// decoded every result through the cache model again, minutes for rows of 256 sequences).
+struct fit_input {
+    std::vector<llama_bench_row> points;
+    std::vector<const weight_file_type *> ft;
     std::vector<std::vector<ubatch_terms>> pts;
-    std::vector<double> y;
-    for (size_t i = 0; i < points.size(); ++i) {
-        pts.push_back(bench_row_ubatches(points[i], step_time_model{base, m, ft[i]}));
-        y.push_back(points[i].avg_s);
+
+    fit_input(const std::vector<llama_bench_row> & p, const model_shape & m, const weight_file_type * weights, const device_profile & base,
+              calibration_result & r)
+        : points(p) {
+        check_one_machine(points);
+        ft = checked_weight_types(points, m, weights, r);
+        for (size_t i = 0; i < points.size(); ++i) pts.push_back(bench_row_ubatches(points[i], step_time_model{base, m, ft[i]}));
     }
+    fit_input without(size_t i) const {
+        fit_input rest = *this;
+        rest.points.erase(rest.points.begin() + (long) i);
+        rest.ft.erase(rest.ft.begin() + (long) i);
+        rest.pts.erase(rest.pts.begin() + (long) i);
+        return rest;
+    }
+};
+
+double predicted_s(const device_profile & d, const model_shape & m, const weight_file_type * ft, const std::vector<ubatch_terms> & pts) {
+    const step_time_model tm{d, m, ft};
+    double t = 0;
+    for (const auto & u : pts) t += tm.seconds_of(u);
+    return t;
+}
+
+// calibrate's fit on prepared results; r holds fit_input's weight list.
+calibration_result fit_results(const fit_input & in, const model_shape & m, const device_profile & base, calibration_result r) {
+    const auto & points = in.points;
+    const auto & ft = in.ft;
+    const auto & pts = in.pts;
+    std::vector<double> y;
+    for (const auto & p : points) y.push_back(p.avg_s);
     // GEMMs of float weights (cuBLAS on CUDA) and of quantized ones (llama.cpp's own kernels) differ per FLOP: with
     // prompts of both families the speed-up is fitted, otherwise kept from the base profile
     const auto has_prompts = [&](bool fl) {
@@ -648,14 +677,17 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
     std::map<int, int> threads;
     for (const auto & p : points) ++threads[p.n_threads];
     d.threads = std::max_element(threads.begin(), threads.end(), [](auto a, auto b) { return a.second < b.second; })->first;
-    for (size_t i = 0; i < points.size(); ++i) {
-        const step_time_model fitted{d, m, ft[i]};
-        double t = 0;
-        for (const auto & u : pts[i]) t += fitted.seconds_of(u);
-        r.points.push_back({points[i], t});
-    }
+    for (size_t i = 0; i < points.size(); ++i) r.points.push_back({points[i], predicted_s(d, m, ft[i], pts[i])});
     r.in_sample = true;
     return r;
+}
+}  // namespace
+
+calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
+                             const device_profile & base) {
+    calibration_result r;
+    const fit_input in(points, m, weights, base, r);
+    return fit_results(in, m, base, std::move(r));
 }
 
 calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
@@ -664,23 +696,20 @@ calibration_result predict_bench(const std::vector<llama_bench_row> & points, co
     const std::vector<const weight_file_type *> ft = checked_weight_types(points, m, weights, r);
     r.profile = profile;
     for (size_t i = 0; i < points.size(); ++i) {
-        const step_time_model tm{profile, m, ft[i]};
-        double t = 0;
-        for (const auto & u : bench_row_ubatches(points[i], tm)) t += tm.seconds_of(u);
-        r.points.push_back({points[i], t});
+        r.points.push_back({points[i], predicted_s(profile, m, ft[i], bench_row_ubatches(points[i], step_time_model{profile, m, ft[i]}))});
     }
     return r;
 }
 
 std::vector<double> leave_one_out_errors(const std::vector<llama_bench_row> & points, const model_shape & m,
                                          const weight_file_type * weights, const device_profile & base) {
+    calibration_result checked;
+    const fit_input all(points, m, weights, base, checked);
     std::vector<double> errs;
     for (size_t i = 0; i < points.size(); ++i) {
-        std::vector<llama_bench_row> rest = points;
-        rest.erase(rest.begin() + (long) i);
         try {
-            const calibration_result fit = calibrate(rest, m, weights, base);
-            errs.push_back(predict_bench({points[i]}, m, weights, fit.profile).points[0].error());
+            const calibration_result fit = fit_results(all.without(i), m, base, checked);
+            errs.push_back(calibration_point{points[i], predicted_s(fit.profile, m, all.ft[i], all.pts[i])}.error());
         } catch (const usage_error &) {   // the others alone cannot fit the terms: no held-out figure for this one
         }
     }
