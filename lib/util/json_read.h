@@ -96,8 +96,15 @@ private:
         std::string s;
         for (size_t i = 0; i < frames_.size(); ++i) {
             const frame & f = frames_[i];
-            if (!f.object) s += "[" + std::to_string(f.index) + "]";
-            else s += (s.empty() ? "" : ".") + cut_text(i + 1 == frames_.size() ? last : f.key, 40);
+            // appends, not chained temporaries: GCC 12's -Wrestrict false positive on std::string operator+
+            if (!f.object) {
+                s += '[';
+                s += std::to_string(f.index);
+                s += ']';
+                continue;
+            }
+            if (!s.empty()) s += '.';
+            s += cut_text(i + 1 == frames_.size() ? last : f.key, 40);
         }
         return s;
     }
