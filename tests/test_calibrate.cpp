@@ -493,3 +493,20 @@ TEST_CASE("the repacked CPU matmul: a fit with its one-row passes follows llama.
     for (double x : small_prompts(without)) worst = std::max(worst, std::abs(x));
     CHECK(worst > 0.15);
 }
+
+// Real llama-bench results of llama.cpp -t 2 (tests/data/llama-bench/README.md): the per-ubatch cost and the weight
+// reads, both a constant per memory-bound ubatch, traded until the weight reads came out below 0 (35.8 ms per ubatch),
+// and calibrate refused the results as "not one model on one machine". The per-ubatch cost is given up instead.
+TEST_CASE("calibrate: a per-ubatch cost fitted against the weight reads is given up, not a refusal of the results") {
+    const auto pts = read_llama_bench("tests/data/llama-bench/measured-min3-qwen2.5-0.5b-q4_0-xeon-t2.json");
+    REQUIRE(pts.size() == 46);
+    device_profile base = device_preset("cpu");
+    base.attention_cells = "visible";
+    const calibration_result r = calibrate(pts, model_preset("qwen2.5-0.5b"), nullptr, base);
+    CHECK(r.profile.weight_read_fraction > 0);
+    CHECK(r.profile.ubatch_overhead_s == 0);
+    bool noted = false;
+    for (const auto & n : r.notes) noted |= n.rfind("ubatch_overhead_s: fitted against the weight reads, which came out below 0", 0) == 0;
+    CHECK(noted);
+    for (const auto & p : r.points) CHECK(std::abs(p.error()) < 0.25);
+}
