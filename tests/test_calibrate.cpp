@@ -137,11 +137,19 @@ TEST_CASE("a batched row with n_seq_gen: the first sequences take the steps, the
     vis.attention_cells = "visible";
     vis.attn_s_per_scanned_cell = 1e-12;
     const step_time_model tv{vis, model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
+    p.n_threads = 1;
     const auto seen = bench_row_ubatches(p, tv);
     REQUIRE(seen.size() == 4);
     CHECK(seen[0].kv_bytes == 129 * cell_bytes);
     CHECK(seen[3].kv_bytes == 132 * cell_bytes);
     CHECK(seen[0].scanned_cells == 768.0 * 32 * 16);
+    // the row measured with -t 2: ggml splits the one token's 768 cells between the threads (ubatch_split_kv_visible),
+    // chunks 0-383 and 384-767; sequence 0's prompt cells 0-127 sit in the first, its new cells (512 on) in the second:
+    // the step takes as long as 128 cells on each thread, charged as 2 x 128
+    p.n_threads = 2;
+    const auto split = bench_row_ubatches(p, tv);
+    REQUIRE(split.size() == 4);
+    for (const auto & u : split) CHECK(u.kv_bytes == 256 * cell_bytes);
 }
 
 TEST_CASE("calibrate recovers the linear model of hand-made results") {

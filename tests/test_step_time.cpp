@@ -344,7 +344,8 @@ context_params two_seq_unified() {
 
 TEST_CASE("visible cells: each token of a sequence sees its sequence's cells up to its position") {
     context ctx(model_preset("tiny-llama"), two_seq_unified());
-    ubatch_work_collector col(ctx);
+    const step_time_model n_kv_model{device_preset("cpu"), model_preset("tiny-llama"), nullptr};
+    ubatch_work_collector col(ctx, n_kv_model);
     llama_batch_in b;
     for (int i = 0; i < 10; ++i) b.add(i, {0});
     for (int i = 0; i < 5; ++i) b.add(i, {1});
@@ -445,7 +446,10 @@ TEST_CASE("ubatch_tiled_cells: the 64 x 64 tiles ggml's tiled CPU flash attentio
     // up to n_kv (256 here: the padding of an empty 512-cell cache), a K/V tile skipped when every cell of it is masked
     // for every row of the Q tile
     context ctx(model_preset("tiny-llama"), two_seq_unified());
-    ubatch_work_collector col(ctx, nullptr, true);
+    device_profile vis = device_preset("cpu");
+    vis.attention_cells = "visible";
+    const step_time_model visible_model{vis, model_preset("tiny-llama"), nullptr};
+    ubatch_work_collector col(ctx, visible_model);
     auto decode = [&](std::initializer_list<std::tuple<llama_seq_id, llama_pos, int>> runs) {
         llama_batch_in b;
         for (const auto & [s, p0, n] : runs)
@@ -471,4 +475,60 @@ TEST_CASE("ubatch_tiled_cells: the 64 x 64 tiles ggml's tiled CPU flash attentio
     w = decode({{0, 32, 64}, {1, 32, 64}});
     CHECK(w.n_kv == 256);
     CHECK(w.tiled_cells == 64 * 128 + 64 * 128);
+}
+
+TEST_CASE("ubatch_split_kv_visible: one token's cells as ggml's split-KV path shares them among the threads") {
+    // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_f16: one token, n_kv >= 512, f16 K and V: chunks of
+    // ceil(n_kv / threads) cells, one per thread. Sequence 0's 300 prompt cells are 0-299, sequence 1's 300-599, sequence
+    // 0's next token takes cell 600; n_kv 768 (601 used, padded to 256); 2 threads: chunks 0-383 and 384-767, sequence 0
+    // has 300 cells in the first and 1 in the second: charged 2 x 300 (the balanced split would take 301 / 2 each)
+    context_params cp;
+    cp.n_ctx = 1024;
+    cp.n_seq_max = 2;
+    cp.kv_unified = true;
+    context ctx(model_preset("tiny-llama"), cp);
+    device_profile vis = device_preset("cpu");
+    vis.attention_cells = "visible";
+    vis.threads = 2;
+    const step_time_model two{vis, model_preset("tiny-llama"), nullptr};
+    ubatch_work_collector col(ctx, two);
+    for (llama_seq_id s : {0, 1}) {
+        llama_batch_in b;
+        for (int i = 0; i < 300; ++i) b.add(i, {s});
+        REQUIRE(ctx.decode(b, &col) == DECODE_OK);
+    }
+    for (const auto & ub : col.work) CHECK(ub[0].split_kv_visible == -1);   // 300 tokens: the rows are shared
+    col.work.clear();
+    llama_batch_in g;
+    g.add(300, {0});
+    REQUIRE(ctx.decode(g, &col) == DECODE_OK);
+    REQUIRE(col.work.size() == 1);
+    const ubatch_work w = col.work[0][0];
+    CHECK(w.n_kv == 768);
+    CHECK(w.visible == 301);
+    CHECK(w.split_kv_visible == 600);
+    const ubatch_terms t = two.terms(col.work[0]);
+    CHECK(t.kv_bytes == doctest::Approx(600.0 * w.bytes_per_cell_layer * w.n_layer));
+    // 4 threads: chunks of 192 cells; sequence 0 has 192 in the first (0-191), 108 in the second, 2 in the last: 4 x 192
+    vis.threads = 4;
+    const step_time_model four{vis, model_preset("tiny-llama"), nullptr};
+    ubatch_work_collector col4(ctx, four);
+    llama_batch_in h;
+    h.add(301, {0});
+    REQUIRE(ctx.decode(h, &col4) == DECODE_OK);
+    CHECK(col4.work[0][0].split_kv_visible == 4 * 192);
+    // not the split path: 2 tokens (one row each per head, the rows shared), one thread, an n_kv profile
+    ubatch_work_collector col2(ctx, two);
+    llama_batch_in two_tokens;
+    two_tokens.add(302, {0});
+    two_tokens.add(300, {1});
+    REQUIRE(ctx.decode(two_tokens, &col2) == DECODE_OK);
+    CHECK(col2.work[0][0].split_kv_visible == -1);
+    vis.threads = 1;
+    ubatch_work_collector col1(ctx, step_time_model{vis, model_preset("tiny-llama"), nullptr});
+    llama_batch_in one;
+    one.add(303, {0});
+    REQUIRE(ctx.decode(one, &col1) == DECODE_OK);
+    CHECK(col1.work[0][0].split_kv_visible == -1);
+    CHECK(col1.work[0][0].visible == 304);
 }

@@ -44,13 +44,13 @@ int32_t gen_target(const request & rq, int32_t server_n_predict) {
 }  // namespace
 
 server_sim::server_sim(op_runner & run, const server_params & p, const step_time_model & tm, const draft_binding * draft)
-    : run_(run), p_(p), timer_(tm, clock_), work_(run.ctx(), nullptr, tm.charges_visible()) {
+    : run_(run), p_(p), timer_(tm, clock_), work_(run.ctx(), tm) {
     p_.validate();
     if (p_.spec.enabled()) {
         if (!draft) throw std::logic_error("server_sim: speculative decoding without a draft context");
         draft_run_ = &draft->run;
         draft_timer_ = std::make_unique<step_timer>(draft->tm, clock_);
-        draft_work_.emplace(draft->run.ctx(), nullptr, draft->tm.charges_visible());
+        draft_work_.emplace(draft->run.ctx(), draft->tm);
         accept_draws_ = p_.spec.acceptance_draws();
         synth_rng_.resize(run.ctx().params().n_seq_max);
     }

@@ -254,7 +254,10 @@ void check_bench_model(const llama_bench_row & p, const model_shape & m, const w
 std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const step_time_model & tm) {
     context ctx(tm.model, bench_context(p));
     op_runner run(ctx);
-    ubatch_work_collector col(ctx, nullptr, tm.charges_visible());
+    // the row's own -t decides whether ggml split a token's cells among threads (ubatch_split_kv_visible)
+    step_time_model as_run = tm;
+    if (p.n_threads > 0) as_run.device.threads = p.n_threads;
+    ubatch_work_collector col(ctx, as_run);
     llama_pos pos = 0;
     decode_prompt(run, p.n_depth, ctx.sizes().n_batch, pos, p, p.n_seq);   // untimed (or restored from a saved state)
     const scoped_decode_observer timed(run, &col);
@@ -629,7 +632,7 @@ void check_one_machine(const std::vector<llama_bench_row> & points) {
 namespace {
 // The results made ready for fits: their weight types checked (r.weights) and their timed ubatches computed once.
 // The ubatches depend on the profile only through repack_rows and attention_cells, which every fit keeps from the
-// base (fit_terms), so they are the fitted profile's ubatches too: leave-one-out reuses them (recomputing them per fit
+// base (fit_terms), and on each result's own n_threads, so they are the fitted profile's ubatches too: leave-one-out reuses them (recomputing them per fit
 // decoded every result through the cache model again, minutes for rows of 256 sequences).
 struct fit_input {
     std::vector<llama_bench_row> points;

@@ -59,8 +59,9 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
             t.tiled_kv_bytes += w.tiled_cells * (double) w.bytes_per_cell_layer * w.n_layer;
             t.tiled_attn_flops += 4.0 * w.tiled_cells * model.n_head * model.head_dim * w.n_layer;
         } else if (visible) {
-            t.kv_bytes += w.visible * (double) w.bytes_per_cell_layer * w.n_layer;
-            t.attn_flops += 4.0 * w.visible * model.n_head * model.head_dim * w.n_layer;
+            const double cells = w.split_kv_visible >= 0 ? w.split_kv_visible : w.visible;
+            t.kv_bytes += cells * (double) w.bytes_per_cell_layer * w.n_layer;
+            t.attn_flops += 4.0 * cells * model.n_head * model.head_dim * w.n_layer;
         } else {
             t.kv_bytes += kv_bytes(w);
             t.attn_flops += attn_flops(model, w);
@@ -129,8 +130,9 @@ std::string step_time_model::describe() const {
                        gb, weights_name(), device.bandwidth_gbs, device.peak_tflops, device.name, device.source, extra);
 }
 
-ubatch_work_collector::ubatch_work_collector(const context & ctx, decode_observer * next, bool tiled)
-    : next(next), first_cache_(ctx.memory().caches().front()), tiled_(tiled) {
+ubatch_work_collector::ubatch_work_collector(const context & ctx, const step_time_model & tm, decode_observer * next)
+    : next(next), first_cache_(ctx.memory().caches().front()), tiled_(tm.charges_visible()),
+      split_threads_(tm.charges_visible() ? tm.device.threads : 0), params_(ctx.params()) {
     const auto & m = ctx.model();
     bytes_ = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
     n_swa_layers_ = m.n_layer_swa();
@@ -142,7 +144,8 @@ void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo
     if (&c == first_cache_) work.emplace_back();
     const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
     work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub),
-                           tiled_ ? ubatch_tiled_cells(c, ub, n_kv) : 0});
+                           tiled_ ? ubatch_tiled_cells(c, ub, n_kv) : 0,
+                           split_threads_ > 1 && sinfo.n_stream() == 1 ? ubatch_split_kv_visible(c, ub, n_kv, params_, split_threads_) : -1});
     if (next) next->on_apply(c, sinfo, ub, n_kv);
 }
 
@@ -167,6 +170,26 @@ double ubatch_visible_cells(const kv_cache & c, const ubatch & ub) {
         }
     }
     return sum;
+}
+
+double ubatch_split_kv_visible(const kv_cache & c, const ubatch & ub, uint32_t n_kv, const context_params & p, int n_threads) {
+    const bool f16_or_f32 = p.type_k == ggml_type::f16 || p.type_k == ggml_type::f32;
+    if (!p.flash_attn || ub.n_tokens != 1 || n_kv < 512 || n_threads < 2 || p.type_k != p.type_v || !f16_or_f32) return -1;
+    const llama_seq_id s = ub.seq_id[0][0];
+    const llama_pos pos = ub.pos[0];
+    const uint32_t n_swa = c.params().swa == swa_type::standard ? c.params().n_swa : 0;
+    const auto & cells = c.cells(c.seq_to_stream(s));
+    const uint32_t chunk = (n_kv + (uint32_t) n_threads - 1) / (uint32_t) n_threads;
+    uint32_t most = 0, in_chunk = 0;
+    for (uint32_t i = 0; i < n_kv && i < cells.size(); ++i) {
+        if (i % chunk == 0) in_chunk = 0;
+        if (!cells.is_empty(i) && cells.seq_has(i, s)) {
+            const llama_pos q = cells.pos_get(i);
+            in_chunk += q <= pos && (!n_swa || pos - q < (llama_pos) n_swa);
+        }
+        most = std::max(most, in_chunk);
+    }
+    return (double) n_threads * most;
 }
 
 namespace {

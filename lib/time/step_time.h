@@ -26,6 +26,7 @@ struct ubatch_work {
     uint32_t n_outputs = 0;   // rows the output matrix computes (logits); 0 = unknown: n_tokens
     double visible = 0;       // sum over the ubatch's tokens of the cells each one sees (ubatch_visible_cells)
     double tiled_cells = 0;   // ubatches of 64 tokens and more: cells ggml's tiled path computes (ubatch_tiled_cells)
+    double split_kv_visible = -1;   // one token over its KV split among threads: the cells charged (ubatch_split_kv_visible); < 0: not split
 };
 
 // ggml-cpu's repacked quantized matmul (ggml-cpu/repack.cpp: forward_mul_mat_one_chunk) takes the ubatch's tokens
@@ -48,6 +49,15 @@ double ubatch_visible_cells(const kv_cache & c, const ubatch & ub);
 // sequence spread among others', computes more than the visible cells. 0 for fewer than 64 tokens (the one-row path).
 // O(n_kv x sequences + Q tiles x K/V tiles x sequences).
 double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv);
+
+// ggml's split-KV CPU flash attention (ggml-cpu/ops.cpp: ggml_compute_forward_flash_attn_ext_f16, use_split_kv_path):
+// a ubatch of one token in one stream over n_kv >= 512 cells of an f16 or f32 cache (K and V of one type) is cut into
+// n_threads chunks of ceil(n_kv / n_threads) cells, each chunk's every head on its own thread, and the op waits for the
+// busiest thread. The token's cells (its sequence's, causal, within the window on a standard-SWA cache) crowd into
+// the chunks that hold them: this returns n_threads x the most of them in one chunk (the visible cells a balanced
+// split would take that long for), or -1 when the path is not taken (then the rows of query heads are shared among
+// the threads, and the visible cells are the work). O(n_kv).
+double ubatch_split_kv_visible(const kv_cache & c, const ubatch & ub, uint32_t n_kv, const context_params & p, int n_threads);
 
 // The dense and attention quantities of one ubatch (all caches), before a device turns them into time.
 struct ubatch_terms {
@@ -127,9 +137,10 @@ struct step_time_model {
 // sequence: llama-bench's and llama-server's prompt chunks and generated tokens).
 class ubatch_work_collector : public decode_observer {
 public:
-    // tiled: count ubatch_tiled_cells (O(n_kv) per ubatch of 64 tokens and more): only a model charging the visible
-    // cells (step_time_model::charges_visible) prices them
-    explicit ubatch_work_collector(const context & ctx, decode_observer * next = nullptr, bool tiled = false);
+    // Only a model charging the visible cells (step_time_model::charges_visible) prices ubatch_tiled_cells and
+    // ubatch_split_kv_visible (O(n_kv) per ubatch of 64 tokens and more, per one-token ubatch of a profile for several
+    // threads): they are counted for such a model only.
+    ubatch_work_collector(const context & ctx, const step_time_model & tm, decode_observer * next = nullptr);
     void on_update(const kv_memory & mem) override;
     void on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) override;
     void on_restore(const kv_cache & c, const slot_info & sinfo, const ubatch & ub) override;
@@ -142,6 +153,8 @@ private:
     uint32_t n_swa_layers_ = 0, n_layer_ = 0;
     bool iswa_ = false;
     bool tiled_ = false;
+    int split_threads_ = 0;   // > 1: count ubatch_split_kv_visible for this many threads
+    context_params params_;
 };
 
 }  // namespace kvsim
