@@ -632,8 +632,9 @@ void check_one_machine(const std::vector<llama_bench_row> & points) {
 namespace {
 // The results made ready for fits: their weight types checked (r.weights) and their timed ubatches computed once.
 // The ubatches depend on the profile only through repack_rows and attention_cells, which every fit keeps from the
-// base (fit_terms), and on each result's own n_threads, so they are the fitted profile's ubatches too: leave-one-out reuses them (recomputing them per fit
-// decoded every result through the cache model again, minutes for rows of 256 sequences).
+// base (fit_terms), and on each result's own n_threads, so they are the fitted profile's ubatches too:
+// leave-one-out reuses them (recomputing them per fit decoded every result through the cache model again, minutes
+// for rows of 256 sequences).
 struct fit_input {
     std::vector<llama_bench_row> points;
     std::vector<const weight_file_type *> ft;
