@@ -532,3 +532,23 @@ TEST_CASE("ubatch_split_kv_visible: one token's cells as ggml's split-KV path sh
     CHECK(col1.work[0][0].split_kv_visible == -1);
     CHECK(col1.work[0][0].visible == 304);
 }
+
+TEST_CASE("ubatch_split_kv_visible: a stream holding one sequence alone takes no walk, and gives the walk's count") {
+    // cells 0-599 of sequence 0, then its token 600: n_kv 768, 2 threads: chunks 0-383 (384 cells) and 384-767 (217)
+    context_params cp;
+    cp.n_ctx = 1024;
+    context ctx(model_preset("tiny-llama"), cp);
+    device_profile vis = device_preset("cpu");
+    vis.attention_cells = "visible";
+    vis.threads = 2;
+    ubatch_work_collector col(ctx, step_time_model{vis, model_preset("tiny-llama"), nullptr});
+    llama_batch_in b;
+    for (int i = 0; i < 600; ++i) b.add(i, {0});
+    REQUIRE(ctx.decode(b, &col) == DECODE_OK);
+    col.work.clear();
+    llama_batch_in g;
+    g.add(600, {0});
+    REQUIRE(ctx.decode(g, &col) == DECODE_OK);
+    CHECK(col.work[0][0].n_kv == 768);
+    CHECK(col.work[0][0].split_kv_visible == 2 * 384);
+}

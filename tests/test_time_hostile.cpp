@@ -179,6 +179,11 @@ TEST_CASE("llama-bench files and device profiles: a key twice is refused by its 
     CHECK_MESSAGE(err.find(std::string(dir / "big.json") + ":" + std::to_string(line) + ": ") == 0, err);
     CHECK_MESSAGE(err.find("number overflow parsing '1e400'") != std::string::npos, err);
 
+    std::ofstream(dir / "ctl.json") << "[{\"a\\nb\": 1, \"a\\nb\": 2}]";   // a key holding a newline, twice
+    err = bench_error(dir / "ctl.json");
+    CHECK_MESSAGE(err.find("key \"a\\nb\" appears twice in one object, at [0].a\\nb") != std::string::npos, err);
+    CHECK(err.find('\n') == std::string::npos);
+
     std::ofstream(dir / "p.json") << "{\"bandwidth_gbs\": 100,\n \"peak_tflops\": 1,\n \"bandwidth_gbs\": 900}";
     const auto r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 --device " + (dir / "p.json"));
     CHECK(r.rc == 2);

@@ -162,6 +162,8 @@ int plan_cli::run_merge(std::ostream & term) {
             parts.push_back(parse_json_bounded(read_small_file(f, "plan.json", size_t(256) << 20)));
         } catch (const input_error &) {
             throw;
+        } catch (const json_refused & e) {   // a key twice, a number like 1e400 (its line), too deep
+            throw input_error(f, e.line, "", std::string("not readable as JSON: ") + e.what());
         } catch (const std::exception & e) {
             throw input_error(f, 0, "", std::string("not readable as JSON: ") + e.what());
         }

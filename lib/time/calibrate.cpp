@@ -665,6 +665,7 @@ double predicted_s(const device_profile & d, const model_shape & m, const weight
 
 // calibrate's fit on prepared results; r holds fit_input's weight list.
 calibration_result fit_results(const fit_input & in, const model_shape & m, const device_profile & base, calibration_result r) {
+    if (in.points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");   // leave-one-out of one result
     const auto & points = in.points;
     const auto & ft = in.ft;
     const auto & pts = in.pts;

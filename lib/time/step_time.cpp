@@ -180,6 +180,12 @@ double ubatch_split_kv_visible(const kv_cache & c, const ubatch & ub, uint32_t n
     const uint32_t n_swa = c.params().swa == swa_type::standard ? c.params().n_swa : 0;
     const auto & cells = c.cells(c.seq_to_stream(s));
     const uint32_t chunk = (n_kv + (uint32_t) n_threads - 1) / (uint32_t) n_threads;
+    // the stream holds this sequence alone in cells [0, used), all seen (llama-bench, one slot): no walk, which made
+    // a 131k-token decode quadratic
+    const uint32_t used = cells.get_used();
+    if (!n_swa && used == cells.seq_n_cells(s) && cells.used_max_p1() == used && c.seq_pos_max(s) <= pos) {
+        return (double) n_threads * std::min(chunk, std::min(used, n_kv));
+    }
     uint32_t most = 0, in_chunk = 0;
     for (uint32_t i = 0; i < n_kv && i < cells.size(); ++i) {
         if (i % chunk == 0) in_chunk = 0;

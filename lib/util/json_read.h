@@ -73,7 +73,7 @@ public:
             frame & f = frames_.back();
             std::string k = parsed.get<std::string>();
             if (!f.keys.insert(k).second) {
-                throw json_refused("key \"" + cut_text(k, 40) + "\" appears twice in one object, at " + place(k) +
+                throw json_refused("key " + cut_text(nlohmann::json(k).dump(), 40) + " appears twice in one object, at " + place(k) +
                                    " (JSON readers differ on which one counts; kvsim refuses)");
             }
             f.key = std::move(k);
@@ -104,7 +104,9 @@ private:
                 continue;
             }
             if (!s.empty()) s += '.';
-            s += cut_text(i + 1 == frames_.size() ? last : f.key, 40);
+            // escaped as JSON writes it: a key's control bytes must not reach the terminal
+            const std::string k = nlohmann::json(i + 1 == frames_.size() ? last : f.key).dump();
+            s += cut_text(k.substr(1, k.size() - 2), 40);
         }
         return s;
     }
