@@ -56,7 +56,8 @@ double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv);
 // busiest thread. The token's cells (its sequence's, causal, within the window on a standard-SWA cache) crowd into
 // the chunks that hold them: this returns n_threads x the most of them in one chunk (the visible cells a balanced
 // split would take that long for), or -1 when the path is not taken (then the rows of query heads are shared among
-// the threads, and the visible cells are the work). O(n_kv).
+// the threads, and the visible cells are the work). O(1) when the stream holds the token's sequence alone in cells
+// [0, used) (llama-bench, one slot), O(n_kv) otherwise.
 double ubatch_split_kv_visible(const kv_cache & c, const ubatch & ub, uint32_t n_kv, const context_params & p, int n_threads);
 
 // The dense and attention quantities of one ubatch (all caches), before a device turns them into time.
