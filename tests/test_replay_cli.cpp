@@ -559,7 +559,7 @@ TEST_CASE("Mooncake lines with more hash_ids than prompt tokens or a duplicated 
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"{\"timestamp\": 0, \"input_length\": 2, \"output_length\": 1, \"hash_ids\": [1,2,3]}\n", "3 hash_ids for input_length 2"},
         {"{\"timestamp\": 0, \"input_length\": 10, \"input_length\": 5000, \"output_length\": 1, \"hash_ids\": [1]}\n",
-         "duplicate JSON key (value 'input_length')"},
+         "key \"input_length\" appears twice in one object"},
     };
     for (const auto & [text, msg] : cases) {
         const std::string t = write_file(dir, "m.jsonl", text);

@@ -4,6 +4,7 @@
 #include "cli_test_util.h"
 #include "time/calibrate.h"
 #include "core/errors.h"
+#include "util/json_read.h"
 
 #include <algorithm>
 #include <doctest/doctest.h>
@@ -38,6 +39,36 @@ std::string profile_error(const json & j) {
     return "";
 }
 }  // namespace
+
+// The document is nlohmann's own (json::parse of the same text is the reference); the refusals carry their line.
+// An array of 2^18 objects: nlohmann's parser callback, which this parser replaced, scanned the whole array at
+// each object's end (105 s for these 768 KiB, Intel Xeon, 2 cores).
+TEST_CASE("parse_json_bounded: nlohmann's document for any JSON, an array of 2^18 objects included; refusals by line") {
+    std::string many = "[";
+    for (int i = 0; i < (1 << 18); ++i) many += i ? ",{}" : "{}";
+    many += "]";
+    CHECK(parse_json_bounded(many) == json::parse(many));
+    const std::string mixed = R"({"a": [1, -2, 2.5e3, "x\n", null, true, {"b": [[], {}]}], "c": {"d": 18446744073709551615}})";
+    CHECK(parse_json_bounded(mixed) == json::parse(mixed));
+    CHECK(parse_json_bounded(mixed).dump() == json::parse(mixed).dump());
+    CHECK(parse_json_bounded("7") == json::parse("7"));
+
+    CHECK_THROWS_AS(parse_json_bounded("[1,"), json::parse_error);   // not JSON: nlohmann's type, for -o jsonl's fallback
+    CHECK_THROWS_AS(parse_json_bounded("[1] x"), json::parse_error);
+    const auto line_of = [](const std::string & text) -> long {
+        try {
+            parse_json_bounded(text);
+        } catch (const json_refused & e) {
+            return e.line;
+        }
+        return -1;
+    };
+    CHECK(line_of("[\n[\n" + std::string(100, '[')) == 3);
+    CHECK_THROWS_AS(parse_json_bounded(std::string(65, '[')), json_too_deep);
+    CHECK(parse_json_bounded(std::string(64, '[') + std::string(64, ']')) == json::parse(std::string(64, '[') + std::string(64, ']')));
+    CHECK(line_of("{\"a\": 1,\n\"b\": 1e400\n}") == 2);
+    CHECK(line_of("[{},\n{\"k\": 1,\n\n\"k\": 2}]") == 4);
+}
 
 TEST_CASE("llama-bench files: out-of-range fields are refused by name, not wrapped or replayed for minutes") {
     scratch_dir dir("hostile-bench");
@@ -156,8 +187,8 @@ TEST_CASE("--device host: thread counts out of range and a memory limit are one 
 }
 
 // nlohmann keeps the last of a repeated key silently (an entry with avg_ns twice fitted the second), and its
-// number overflow (1e400) carries no position: both named by place, the overflow by its line.
-TEST_CASE("llama-bench files and device profiles: a key twice is refused by its place, 1e400 by its line") {
+// number overflow (1e400) carries no position: both named by their line, the key by its place too.
+TEST_CASE("llama-bench files and device profiles: a key twice is refused by its line and place, 1e400 by its line") {
     scratch_dir dir("hostile-dup");
     auto j = json::parse(read_text(k_data));
     REQUIRE(j.size() >= 3);
@@ -168,7 +199,8 @@ TEST_CASE("llama-bench files and device profiles: a key twice is refused by its 
     text.insert(at, "\"avg_ns\": 1,\n ");   // entry 2 holds avg_ns twice
     std::ofstream(dir / "dup.json") << text;
     std::string err = bench_error(dir / "dup.json");
-    CHECK_MESSAGE(err.find(std::string(dir / "dup.json") + ": ") == 0, err);
+    const long dup_line = 1 + (long) std::count(text.begin(), text.begin() + (long) text.find(avg), '\n');   // the second
+    CHECK_MESSAGE(err.find(std::string(dir / "dup.json") + ":" + std::to_string(dup_line) + ": ") == 0, err);
     CHECK_MESSAGE(err.find("key \"avg_ns\" appears twice in one object, at [2].avg_ns") != std::string::npos, err);
 
     text = j.dump(1);
@@ -184,10 +216,16 @@ TEST_CASE("llama-bench files and device profiles: a key twice is refused by its 
     CHECK_MESSAGE(err.find("key \"a\\nb\" appears twice in one object, at [0].a\\nb") != std::string::npos, err);
     CHECK(err.find('\n') == std::string::npos);
 
+    // -o jsonl: the whole text fails as JSON only after line 1, so a key twice on line 1 is met first
+    std::ofstream(dir / "dup.jsonl") << "{\"avg_ns\": 1, \"avg_ns\": 2}\n{\"avg_ns\": 3}\n";
+    err = bench_error(dir / "dup.jsonl");
+    CHECK_MESSAGE(err.find(std::string(dir / "dup.jsonl") + ":1: ") == 0, err);
+
     std::ofstream(dir / "p.json") << "{\"bandwidth_gbs\": 100,\n \"peak_tflops\": 1,\n \"bandwidth_gbs\": 900}";
     const auto r = run_kvsim(std::string("replay ") + k_trace + " --backend none -q --limit 5 --device " + (dir / "p.json"));
     CHECK(r.rc == 2);
     CHECK_MESSAGE(r.err.find("key \"bandwidth_gbs\" appears twice in one object, at bandwidth_gbs") != std::string::npos, r.err);
+    CHECK_MESSAGE(r.err.find(std::string(dir / "p.json") + ":3: ") != std::string::npos, r.err);
     CHECK(lines_of(r.err).size() == 1);
 }
 

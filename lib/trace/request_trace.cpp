@@ -160,30 +160,14 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
         r.line = lines.line();
         nlohmann::json j;
         // nlohmann keeps the last of two equal keys: `"input_length":10,"input_length":5000` would
-        // silently read 5000. The parser callback sees every key; a repeat in one object is refused.
-        std::vector<std::vector<std::string>> keys;   // keys of each open object
-        std::optional<std::string> dup;
-        auto cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json & v) {
-            using pe = nlohmann::json::parse_event_t;
-            if (ev == pe::object_start) keys.emplace_back();
-            if (ev == pe::object_end && !keys.empty()) keys.pop_back();
-            if (ev == pe::key && !keys.empty() && v.is_string()) {
-                const std::string k = v.get<std::string>();
-                auto & ks = keys.back();
-                if (std::find(ks.begin(), ks.end(), k) != ks.end()) {
-                    if (!dup) dup = k;
-                } else {
-                    ks.push_back(k);
-                }
-            }
-            return true;
-        };
+        // silently read 5000; parse_json_bounded refuses a repeat in one object.
         try {
-            j = nlohmann::json::parse(*raw, cb);
-        } catch (const nlohmann::json::exception & e) {   // parse_error, or out_of_range for 1e400
+            j = parse_json_bounded(std::string(*raw));
+        } catch (const json_refused & e) {   // a key twice, too deep, 1e400
+            throw input_error(file, r.line, excerpt(*raw), std::string("bad JSON: ") + e.what());
+        } catch (const nlohmann::json::exception & e) {   // parse_error
             throw input_error(file, r.line, excerpt(*raw), std::string("bad JSON: ") + e.what());
         }
-        if (dup) throw input_error(file, r.line, *dup, "duplicate JSON key");
         if (!j.is_object()) throw input_error(file, r.line, excerpt(*raw), "line is not a JSON object");
         const auto & ts = json_key(j, "timestamp", file, r.line);
         if (!ts.is_number()) throw input_error(file, r.line, excerpt(json_text(ts)), "timestamp is not a number");

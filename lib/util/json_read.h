@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -44,8 +45,8 @@ inline std::string json_text(const nlohmann::json & v) {
 }
 
 // Thrown by parse_json_bounded for a document it refuses: nested deeper than its limit (json_too_deep), a key twice
-// in one object, a number beyond a double (1e400). line: the text's line (from 1) where the parser stopped, 0 where
-// it is not known; what() names the place in the document instead (`[3].avg_ns`: entry 3, key avg_ns).
+// in one object, a number beyond a double (1e400). line: the text's line (from 1) where the parser stopped; what()
+// names the place of a repeated key in the document too (`[3].avg_ns`: entry 3, key avg_ns).
 class json_refused : public std::runtime_error {
 public:
     explicit json_refused(const std::string & what, long line_ = 0) : std::runtime_error(what), line(line_) {}
@@ -58,46 +59,137 @@ public:
 };
 
 namespace json_read_detail {
-// The parser callback's view of where it is: one frame per open array or object (its element count, or its
-// keys so far), so that a repeated key is refused and named by its place.
-class json_walk {
-public:
-    explicit json_walk(int max_depth) : max_depth_(max_depth) {}
+// An iterator over the text that leaves in *seen the last byte the parser read: nlohmann's parser callback and its
+// out_of_range (1e400) carry no position, and the line of a refused key or number is what a user needs (a JSONL
+// file's line 1 with a key twice named no line).
+struct reading_iterator {
+    using iterator_category = std::input_iterator_tag;
+    using value_type = char;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const char *;
+    using reference = const char &;
+    const char * p;
+    const char ** seen;
+    reference operator*() const {
+        *seen = p;
+        return *p;
+    }
+    reading_iterator & operator++() {
+        ++p;
+        return *this;
+    }
+    reading_iterator operator++(int) {
+        reading_iterator t = *this;
+        ++p;
+        return t;
+    }
+    bool operator==(const reading_iterator & o) const { return p == o.p; }
+    bool operator!=(const reading_iterator & o) const { return p != o.p; }
+};
 
-    bool operator()(int depth, nlohmann::json::parse_event_t ev, nlohmann::json & parsed) {
-        using E = nlohmann::json::parse_event_t;
-        if (depth > max_depth_) throw json_too_deep("nested deeper than " + std::to_string(max_depth_) + " levels");
-        if (ev == E::object_start || ev == E::array_start) {
-            frames_.push_back({ev == E::object_start, 0, {}, {}});
-        } else if (ev == E::key) {
-            frame & f = frames_.back();
-            std::string k = parsed.get<std::string>();
-            if (!f.keys.insert(k).second) {
-                throw json_refused("key " + cut_text(nlohmann::json(k).dump(), 40) + " appears twice in one object, at " + place(k) +
-                                   " (JSON readers differ on which one counts; kvsim refuses)");
-            }
-            f.key = std::move(k);
-        } else {
-            if (ev == E::object_end || ev == E::array_end) frames_.pop_back();
-            if (!frames_.empty() && !frames_.back().object) ++frames_.back().index;  // an element of an array done
+// The line (from 1) of the byte at `at` in text.
+inline long line_at(const std::string & text, const char * at) {
+    return 1 + (long) std::count(text.data(), at, '\n');
+}
+
+// A SAX handler that builds the document as nlohmann's own DOM parser does, with the checks of
+// parse_json_bounded: one frame per open array or object (its element count, or its keys so far), so that a
+// repeated key is refused and named by its place, and the depth is bounded as the levels open. Not nlohmann's
+// parser callback: its end_object scans the whole parent for a discarded value, so an array of n objects took
+// O(n^2) (262,144 `{}` in 105 s).
+class bounded_dom {
+public:
+    using json = nlohmann::json;
+    bounded_dom(json & root, int max_depth, const std::string & text, const char * const & seen)
+        : root_(root), max_depth_(max_depth), text_(text), seen_(seen) {}
+
+    bool null() { return value(nullptr); }
+    bool boolean(bool v) { return value(v); }
+    bool number_integer(json::number_integer_t v) { return value(v); }
+    bool number_unsigned(json::number_unsigned_t v) { return value(v); }
+    bool number_float(json::number_float_t v, const json::string_t &) { return value(v); }
+    bool string(json::string_t & v) { return value(std::move(v)); }
+    bool binary(json::binary_t & v) { return value(json::binary(std::move(v))); }
+    bool start_object(std::size_t) { return open(json::value_t::object); }
+    bool start_array(std::size_t) { return open(json::value_t::array); }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+
+    bool key(json::string_t & k) {
+        frame & f = frames_.back();
+        if (!f.keys.insert(k).second) {
+            throw json_refused("key " + cut_text(json(k).dump(), 40) + " appears twice in one object, at " + place(k) +
+                               " (JSON readers differ on which one counts; kvsim refuses)", line_at(text_, seen_));
         }
+        member_ = &(*f.value)[k];
+        f.key = std::move(k);
         return true;
+    }
+
+    // nlohmann's own exception, its type kept (callers tell parse_error from the rest); a number beyond a double
+    // (out_of_range, which has no position of its own) becomes json_refused with its line.
+    template <class Exception>
+    bool parse_error(std::size_t, const std::string &, const Exception & e) {
+        if constexpr (std::is_same_v<Exception, json::out_of_range>) {
+            const std::string what = e.what();   // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
+            const size_t cut = what.find("] ");
+            throw json_refused(cut == std::string::npos ? what : what.substr(cut + 2), line_at(text_, seen_));
+        }
+        throw e;
     }
 
 private:
     struct frame {
-        bool object;
+        json * value;
         size_t index;              // array: elements done
         std::string key;           // object: the current key
         std::set<std::string> keys;
     };
+
+    // v placed where the parser is: the root, the next element of the open array, or the open object's member.
+    template <class V>
+    json * place_value(V && v) {
+        if (frames_.empty()) {
+            root_ = json(std::forward<V>(v));
+            return &root_;
+        }
+        frame & f = frames_.back();
+        if (f.value->is_array()) {
+            f.value->get_ref<json::array_t &>().emplace_back(std::forward<V>(v));
+            return &f.value->get_ref<json::array_t &>().back();
+        }
+        *member_ = json(std::forward<V>(v));
+        return member_;
+    }
+    template <class V>
+    bool value(V && v) {
+        place_value(std::forward<V>(v));
+        element_done();
+        return true;
+    }
+    bool open(json::value_t t) {
+        if ((int) frames_.size() >= max_depth_) {
+            throw json_too_deep("nested deeper than " + std::to_string(max_depth_) + " levels", line_at(text_, seen_));
+        }
+        json * v = place_value(t);
+        frames_.push_back({v, 0, {}, {}});
+        return true;
+    }
+    bool close() {
+        frames_.pop_back();
+        element_done();
+        return true;
+    }
+    void element_done() {
+        if (!frames_.empty() && frames_.back().value->is_array()) ++frames_.back().index;
+    }
     // The path of the open frames, the innermost object's key replaced by `last`.
     std::string place(const std::string & last) const {
         std::string s;
         for (size_t i = 0; i < frames_.size(); ++i) {
             const frame & f = frames_[i];
             // appends, not chained temporaries: GCC 12's -Wrestrict false positive on std::string operator+
-            if (!f.object) {
+            if (f.value->is_array()) {
                 s += '[';
                 s += std::to_string(f.index);
                 s += ']';
@@ -105,54 +197,32 @@ private:
             }
             if (!s.empty()) s += '.';
             // escaped as JSON writes it: a key's control bytes must not reach the terminal
-            const std::string k = nlohmann::json(i + 1 == frames_.size() ? last : f.key).dump();
+            const std::string k = json(i + 1 == frames_.size() ? last : f.key).dump();
             s += cut_text(k.substr(1, k.size() - 2), 40);
         }
         return s;
     }
+    json & root_;
     int max_depth_;
+    const std::string & text_;
+    const char * const & seen_;
+    json * member_ = nullptr;
     std::vector<frame> frames_;
-};
-
-// Accepts everything and keeps where the parser stopped: run over a text whose DOM parse failed without a
-// position (nlohmann's out_of_range for 1e400 has none) to name its line.
-struct json_stop_locator : nlohmann::json_sax<nlohmann::json> {
-    size_t stop = 0;  // bytes read when the parser stopped
-    bool null() override { return true; }
-    bool boolean(bool) override { return true; }
-    bool number_integer(number_integer_t) override { return true; }
-    bool number_unsigned(number_unsigned_t) override { return true; }
-    bool number_float(number_float_t, const string_t &) override { return true; }
-    bool string(string_t &) override { return true; }
-    bool binary(binary_t &) override { return true; }
-    bool start_object(std::size_t) override { return true; }
-    bool key(string_t &) override { return true; }
-    bool end_object() override { return true; }
-    bool start_array(std::size_t) override { return true; }
-    bool end_array() override { return true; }
-    bool parse_error(std::size_t position, const std::string &, const nlohmann::detail::exception &) override {
-        stop = position;
-        return false;
-    }
 };
 }  // namespace json_read_detail
 
 // nlohmann::json::parse(text), stopped as soon as the parser opens level max_depth + 1 (the parser keeps about
 // 75 bytes per open level, so a 64 MiB file of '[' took 5 GB and 40 s before it failed), and refusing a key twice
 // in one object (nlohmann keeps the last silently: a llama-bench entry with avg_ns twice fitted the second).
-// Throws json_refused (json_too_deep for the depth; the line for a number beyond a double) and nlohmann's
+// Throws json_refused (json_too_deep for the depth), with the line where the parser stopped, and nlohmann's
 // parse_error (with its line and column) for text that is not JSON.
 inline nlohmann::json parse_json_bounded(const std::string & text, int max_depth = 64) {
-    try {
-        return nlohmann::json::parse(text, json_read_detail::json_walk(max_depth));
-    } catch (const nlohmann::json::out_of_range & e) {
-        json_read_detail::json_stop_locator where;
-        (void) nlohmann::json::sax_parse(text, &where);
-        const long line = 1 + (long) std::count(text.begin(), text.begin() + (long) std::min(where.stop, text.size()), '\n');
-        const std::string what = e.what();   // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
-        const size_t cut = what.find("] ");
-        throw json_refused(cut == std::string::npos ? what : what.substr(cut + 2), line);
-    }
+    const char * seen = text.data();
+    const json_read_detail::reading_iterator first{text.data(), &seen}, last{text.data() + text.size(), &seen};
+    nlohmann::json root;
+    json_read_detail::bounded_dom dom(root, max_depth, text, seen);
+    nlohmann::json::sax_parse(first, last, &dom);
+    return root;
 }
 
 namespace json_read_detail {
