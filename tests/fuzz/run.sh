@@ -29,6 +29,19 @@ seed() {  # seed TARGET DIR: copy the seeds for TARGET into its working corpus
     esac
 }
 
+# report_finding LOG: what a CI log needs to reproduce a finding on another machine, since build-fuzz
+# does not outlive the CI run: the cause (a failed assert or an uncaught exception prints no "ERROR" line),
+# the stack, and the input itself in base64 (at most -max_len bytes).
+report_finding() {
+    local log=$1 unit
+    grep -E 'ERROR|SUMMARY|finding|Test unit written|Assertion|terminate called|what\(\)|runtime error|^ *#[0-9]+ ' "$log" | head -n 40
+    unit=$(sed -n 's/.*Test unit written to \([^ ]*\).*/\1/p' "$log" | tail -n 1)
+    if [ -n "$unit" ] && [ -f "$unit" ]; then
+        echo "kvsim fuzz: the input ($unit), base64:"
+        base64 -w 0 "$unit"; echo
+    fi
+}
+
 status=0
 for target in "$@"; do
     corpus=$root/corpus/$target
@@ -56,7 +69,7 @@ for target in "$@"; do
     if [ $rc -ne 0 ]; then
         result="FINDING (exit $rc)"
         status=1
-        grep -E 'ERROR|SUMMARY|finding|Test unit written' "$log" | head -n 8
+        report_finding "$log"
     fi
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "$seconds" "${execs:-?}" "$files" "$bytes" "${cov:-?}" "$result" >> "$summary"
 done
