@@ -254,6 +254,14 @@ void kv_cells::pos_set(uint32_t i, llama_pos p) {
     mark_used(i);
 }
 
+void kv_cells::pos_set_shifted(uint32_t i, llama_pos p, llama_pos shift) {
+    pos_set(i, p);
+    if (shift != 0) {
+        set_shift(i, shift);
+        has_shift_ = true;
+    }
+}
+
 bool kv_cells::pos_add(uint32_t i, llama_pos d) {
     assert(pos_[i] != -1);
     const pos_shift r = pos_add_result(i, d);

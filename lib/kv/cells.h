@@ -108,6 +108,8 @@ public:
 
     // Give an empty cell a position; sequences are added afterwards with seq_add.
     void pos_set(uint32_t i, llama_pos p);
+    // pos_set(i, p) with a pending shift: a cell copied across streams with its shift (kv_cache::seq_cp_cross_stream).
+    void pos_set_shifted(uint32_t i, llama_pos p, llama_pos shift);
     // pos += d and shift += d; frees the cell (true) when pos becomes negative (llama_kv_cells::pos_add).
     bool pos_add(uint32_t i, llama_pos d);
     // pos /= d and shift += old - new: upstream's sign, opposite to pos_add's (llama_kv_cells::pos_div).

@@ -122,12 +122,11 @@ void kv_cache::seq_cp_cross_stream(llama_seq_id src, llama_seq_id dst, llama_pos
         if (!from.seq_has(i, src)) {
             continue;
         }
-        const llama_pos shift = from.get_shift(i);
-        to.pos_set(i, from.pos_get(i) - shift);
+        // upstream: pos_set(pos - shift), seq_add, then pos_add(shift) when shift != 0: the same position and
+        // shift, but through pos - shift, which a seq_div makes negative (pos 3 / 2 = 1 with shift 2: -1, a cell
+        // that is empty by its position while it holds a sequence; llama_kv_cells asserts on it in a debug build)
+        to.pos_set_shifted(i, from.pos_get(i), from.get_shift(i));
         to.seq_add(i, dst);
-        if (shift != 0) {
-            to.pos_add(i, shift);
-        }
     }
     heads_[s1] = heads_[s0];
 }
