@@ -300,7 +300,8 @@ TEST_CASE("Mooncake: a value nested 200,000 levels deep is an input error, not a
         line.replace(at, line.find_first_of(",}", at) - at, key == std::string("hash_ids") ? "[" + deep + "]" : deep);
         const input_error e = request_error("mc_deep.jsonl", line + "\n");
         CHECK(e.line() == 1);
-        CHECK(e.value().find("nested over 64 levels") != std::string::npos);
+        CHECK(std::string(e.what()).find("nested deeper than 64 levels") != std::string::npos);   // stopped while parsing
+        CHECK(e.value().size() < 200);
     }
 }
 

@@ -68,6 +68,15 @@ TEST_CASE("parse_json_bounded: nlohmann's document for any JSON, an array of 2^1
     CHECK(parse_json_bounded(std::string(64, '[') + std::string(64, ']')) == json::parse(std::string(64, '[') + std::string(64, ']')));
     CHECK(line_of("{\"a\": 1,\n\"b\": 1e400\n}") == 2);
     CHECK(line_of("[{},\n{\"k\": 1,\n\n\"k\": 2}]") == 4);
+    // nlohmann's lexer takes a NUL for the end of the input: a document, a NUL, then junk was accepted
+    CHECK(line_of("[1]\n" + std::string(1, '\0') + "{junk") == 2);
+    try {   // a number of 2 MB: its message and value are cut (the whole number made one 2 MB error line)
+        parse_json_bounded("[1" + std::string(2000000, '0') + "]");
+        FAIL("accepted");
+    } catch (const json_refused & e) {
+        CHECK(std::string(e.what()).size() < 100);
+        CHECK(e.value.size() <= 40);
+    }
 }
 
 TEST_CASE("llama-bench files: out-of-range fields are refused by name, not wrapped or replayed for minutes") {

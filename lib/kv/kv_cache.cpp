@@ -107,8 +107,8 @@ void kv_cache::seq_cp(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_po
 }
 
 void kv_cache::seq_cp_cross_stream(llama_seq_id src, llama_seq_id dst, llama_pos p0, llama_pos p1) {
-    const int size = (int) get_size();
-    const bool is_full = !(p0 > 0 && p0 + 1 < size) && !(p1 > 0 && p1 + 1 < size);
+    const int64_t size = get_size();   // 64 bits: p0 or p1 = INT32_MAX overflowed p + 1
+    const bool is_full = !(p0 > 0 && (int64_t) p0 + 1 < size) && !(p1 > 0 && (int64_t) p1 + 1 < size);
     if (!is_full) {
         throw lib_invalid_argument("seq_cp across streams is only supported for full ranges (p0 = " +
                                     std::to_string(p0) + ", p1 = " + std::to_string(p1) + ")");

@@ -164,7 +164,7 @@ void read_mooncake(text_lines & lines, request_trace & t, std::string_view first
         try {
             j = parse_json_bounded(std::string(*raw));
         } catch (const json_refused & e) {   // a key twice, too deep, 1e400
-            throw input_error(file, r.line, excerpt(*raw), std::string("bad JSON: ") + e.what());
+            throw input_error(file, r.line, e.value.empty() ? excerpt(*raw) : e.value, std::string("bad JSON: ") + e.what());
         } catch (const nlohmann::json::exception & e) {   // parse_error
             throw input_error(file, r.line, excerpt(*raw), std::string("bad JSON: ") + e.what());
         }

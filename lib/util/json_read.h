@@ -49,8 +49,10 @@ inline std::string json_text(const nlohmann::json & v) {
 // names the place of a repeated key in the document too (`[3].avg_ns`: entry 3, key avg_ns).
 class json_refused : public std::runtime_error {
 public:
-    explicit json_refused(const std::string & what, long line_ = 0) : std::runtime_error(what), line(line_) {}
+    explicit json_refused(const std::string & what, long line_ = 0, std::string value_ = "")
+        : std::runtime_error(what), line(line_), value(std::move(value_)) {}
     long line;
+    std::string value;   // the repeated key or the number, cut to 40 bytes; "" for the depth and a NUL
 };
 
 class json_too_deep : public json_refused {
@@ -119,7 +121,7 @@ public:
         frame & f = frames_.back();
         if (!f.keys.insert(k).second) {
             throw json_refused("key " + cut_text(json(k).dump(), 40) + " appears twice in one object, at " + place(k) +
-                               " (JSON readers differ on which one counts; kvsim refuses)", line_at(text_, seen_));
+                               " (JSON readers differ on which one counts; kvsim refuses)", line_at(text_, seen_), cut_text(k, 40));
         }
         member_ = &(*f.value)[k];
         f.key = std::move(k);
@@ -128,12 +130,11 @@ public:
 
     // nlohmann's own exception, its type kept (callers tell parse_error from the rest); a number beyond a double
     // (out_of_range, which has no position of its own) becomes json_refused with its line.
+    // The number is cut: nlohmann's message holds all of it (a 2 MB number made a 2 MB error line).
     template <class Exception>
-    bool parse_error(std::size_t, const std::string &, const Exception & e) {
+    bool parse_error(std::size_t, const std::string & token, const Exception & e) {
         if constexpr (std::is_same_v<Exception, json::out_of_range>) {
-            const std::string what = e.what();   // "[json.exception.out_of_range.406] number overflow parsing '1e400'"
-            const size_t cut = what.find("] ");
-            throw json_refused(cut == std::string::npos ? what : what.substr(cut + 2), line_at(text_, seen_));
+            throw json_refused("number overflow parsing '" + cut_text(token, 40) + "'", line_at(text_, seen_), cut_text(token, 40));
         }
         throw e;
     }
@@ -214,9 +215,13 @@ private:
 // nlohmann::json::parse(text), stopped as soon as the parser opens level max_depth + 1 (the parser keeps about
 // 75 bytes per open level, so a 64 MiB file of '[' took 5 GB and 40 s before it failed), and refusing a key twice
 // in one object (nlohmann keeps the last silently: a llama-bench entry with avg_ns twice fitted the second).
-// Throws json_refused (json_too_deep for the depth), with the line where the parser stopped, and nlohmann's
+// Throws json_refused (json_too_deep for the depth; a NUL byte too), with the line where the parser stopped, and nlohmann's
 // parse_error (with its line and column) for text that is not JSON.
 inline nlohmann::json parse_json_bounded(const std::string & text, int max_depth = 64) {
+    // nlohmann's lexer reads a NUL byte as the end of the input: a document, a NUL, then anything was accepted
+    if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+        throw json_refused("a NUL byte (binary data, not JSON text)", json_read_detail::line_at(text, text.data() + nul));
+    }
     const char * seen = text.data();
     const json_read_detail::reading_iterator first{text.data(), &seen}, last{text.data() + text.size(), &seen};
     nlohmann::json root;
