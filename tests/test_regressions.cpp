@@ -8,6 +8,7 @@
 #include "util/atomic_file.h"
 #include "core/errors.h"
 #include "util/interrupt.h"
+#include "util/read_file.h"
 
 #include <doctest/doctest.h>
 
@@ -157,6 +158,23 @@ TEST_CASE("atomic_file through a chain of symlinks replaces the final target and
     fs::create_symlink("loop1", d / "loop2");
     CHECK_THROWS_WITH_AS(atomic_file((d / "loop1").string()), doctest::Contains("too many levels of symbolic links"), usage_error);
     CHECK_THROWS_WITH_AS(atomic_file(d.string()), doctest::Contains("is a directory"), usage_error);
+}
+
+// A FIFO that no process writes blocked calibrate, --device and plan merge in open() (hostile-input run,
+// 2026-12-03); a pipe with a writer (`<(cat f)`) is still read whole.
+TEST_CASE("read_small_file: a FIFO without a writer is one error at once; a pipe with a writer is read") {
+    const fs::path d = scratch_dir("small-fifo");
+    const std::string fifo = (d / "fifo").string();
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_WITH_AS(read_small_file(fifo, "device profile"), doctest::Contains("a FIFO or pipe that no process wrote"), input_error);
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    REQUIRE(write(p[1], "{}", 2) == 2);
+    close(p[1]);
+    CHECK(read_small_file("/proc/self/fd/" + std::to_string(p[0]), "device profile") == "{}");
+    close(p[0]);
+    CHECK_THROWS_WITH_AS(read_small_file((d / "none.json").string(), "device profile"),
+                         doctest::Contains("cannot open the device profile: No such file or directory"), input_error);
 }
 
 TEST_CASE("atomic_file writes a FIFO, a pipe reached through /proc and /dev/null in place; /dev/full reports ENOSPC") {

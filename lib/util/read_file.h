@@ -11,7 +11,7 @@ namespace kvsim {
 inline constexpr size_t k_max_small_file_bytes = (size_t) 64 << 20;
 
 // The whole content of `path`; `what` names the file's role in errors ("device profile"). Pipes and FIFOs
-// (`<(cat f)`) are read like files.
+// (`<(cat f)`) are read like files; a FIFO without a writer is refused as empty instead of blocking in open().
 // Errors: input_error(path, 0, "", why) when the path is a directory, cannot be opened or read, or holds more
 // than max_bytes.
 std::string read_small_file(const std::string & path, const std::string & what, size_t max_bytes = k_max_small_file_bytes);
