@@ -159,6 +159,39 @@ TEST_CASE("device profiles: numbers outside the physical range are refused by fi
     CHECK(with("weight_read_fraction", 1.5).empty());
 }
 
+TEST_CASE("device profiles: a name with control bytes is refused (replay prints it on the terminal)") {
+    const json ok = {{"name", "my card"}, {"bandwidth_gbs", 100}, {"peak_tflops", 1}};
+    CHECK(profile_error(ok).empty());
+    json esc = ok;
+    esc["name"] = "\x1b]0;pwned\x07red";
+    const std::string e = profile_error(esc);
+    CHECK(e.find("field name must be printable text") != std::string::npos);
+    CHECK(e.find("\\x1b") != std::string::npos);   // the error shows the byte escaped, not raw
+    CHECK(e.find('\x1b') == std::string::npos);
+}
+
+TEST_CASE("cut_text never splits a UTF-8 character") {
+    // 'é' is 2 bytes; 40 bytes cut at 37 would land inside the 19th one
+    std::string s;
+    for (int i = 0; i < 30; ++i) s += "\xc3\xa9";
+    const std::string c = cut_text(s, 40);
+    CHECK(c == s.substr(0, 36) + "...");
+    CHECK(cut_text("abcdef", 40) == "abcdef");
+    CHECK(cut_text(std::string(50, 'a'), 40) == std::string(37, 'a') + "...");
+}
+
+// The refusal used to name no result; it names the pair that contradicts: more tokens per ubatch in less time.
+TEST_CASE("kvsim calibrate: weight reads below 0 name the two results that contradict, exit 2, nothing written") {
+    const fs::path out = fs::temp_directory_path() / "kvsim-weights-below-zero.json";
+    fs::remove(out);
+    const auto r = run_kvsim("calibrate tests/data/llama-bench/hostile-weights-below-zero.json --model qwen2.5-0.5b -o " + out.string());
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("the weight-read term came out negative") != std::string::npos);
+    CHECK(r.err.find("hostile-weights-below-zero.json entry 5 (pp512 x4) takes 324.5 ms per ubatch of 512 tokens, 6.42x less than "
+                     "tests/data/llama-bench/hostile-weights-below-zero.json entry 2 (pp128) with 128 tokens per ubatch") != std::string::npos);
+    CHECK(!fs::exists(out));
+}
+
 TEST_CASE("kvsim replay: --bandwidth-gbs / --tflops outside the profile range exit 2 with nothing written") {
     scratch_dir dir("hostile-replay");
     for (const std::string flag : {"--bandwidth-gbs 1e300", "--bandwidth-gbs 1e-9", "--tflops 1e-30", "--tflops 1e9"}) {

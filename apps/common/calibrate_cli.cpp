@@ -102,12 +102,12 @@ int calibrate_cli::run(std::ostream & term) {
     term << fmt::format("kvsim calibrate: {} llama-bench results of {} ({} weights), base profile {} ({:.1f} GB/s, {:.2f} TFLOP/s)\n",
                         points.size(), m.name, r.weights_text(), base.name, base.bandwidth_gbs, base.peak_tflops);
     print_calibration(term, r);
-    const std::vector<double> loo = leave_one_out_errors(points, m, wt, base);
-    term << held_out_line(loo, points.size());
-    if (!loo.empty()) {
-        j["calibration"]["held_out"] = {{"method", "leave-one-out"}, {"results", loo.size()},
-                                        {"median_abs_error", abs_error_quantile(loo, 0.5)},
-                                        {"max_abs_error", abs_error_quantile(loo, 1.0)}};
+    const held_out_errors held = held_out_fit(points, m, wt, base);
+    term << held_out_line(held, points.size());
+    if (!held.errs.empty()) {
+        j["calibration"]["held_out"] = {{"method", held.method}, {"results", held.errs.size()},
+                                        {"median_abs_error", abs_error_quantile(held.errs, 0.5)},
+                                        {"max_abs_error", abs_error_quantile(held.errs, 1.0)}};
     }
     const auto & d = r.profile;
     std::string gemms;

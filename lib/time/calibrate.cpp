@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
@@ -425,6 +426,11 @@ bool any_ubatch(const std::vector<std::vector<ubatch_terms>> & pts, double ubatc
     return false;
 }
 
+// The refusal when the weight-read term stays below 0: fit_results adds the pair of results that contradict.
+struct weight_term_negative : usage_error {
+    using usage_error::usage_error;
+};
+
 term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const model_shape & m,
                    const device_profile & base) {
     term_fit r;
@@ -495,8 +501,8 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
                 // ubatch and weight reads below 0); the per-ubatch cost goes first, then the unseparable order
                 if (!give_up_first(s, {T_UBATCH, T_SCAN, T_UNPACKED, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS},
                                    "fitted against the weight reads, which came out below 0", r.notes)) {
-                    throw usage_error("kvsim calibrate: the weight-read term came out negative; the results do not look like one model "
-                                      "on one machine");
+                    throw weight_term_negative("kvsim calibrate: the weight-read term came out negative; the results do not look like "
+                                               "one model on one machine");
                 }
                 continue;
             }
@@ -605,13 +611,15 @@ bool same_machine_text(const std::string & field, const std::string & a, const s
     return n >= 7 || a.size() == b.size();
 }
 
+// "FILE line N" (a markdown row) or "FILE entry N" (a JSON array's)
+std::string row_place(const llama_bench_row & p) {
+    return p.line > 0 ? fmt::format("{} line {}", p.file, p.line) : fmt::format("{} entry {}", p.file, p.index);
+}
+
 // One profile is one machine and one llama.cpp: results that name another build or device than the first that names
 // one are refused (a fit across them would average two machines into neither).
 void check_one_machine(const std::vector<llama_bench_row> & points) {
     const llama_bench_row * with_build = nullptr, * with_device = nullptr;
-    const auto where = [](const llama_bench_row & p) {
-        return p.line > 0 ? fmt::format("{} line {}", p.file, p.line) : fmt::format("{} entry {}", p.file, p.index);
-    };
     for (const auto & p : points) {
         for (auto [field, value, first] : {std::tuple{"build_commit", &llama_bench_row::build, &with_build},
                                            std::tuple{"device (gpu_info / cpu_info)", &llama_bench_row::device, &with_device}}) {
@@ -622,7 +630,7 @@ void check_one_machine(const std::vector<llama_bench_row> & points) {
                 throw input_error(p.file, p.line, cut_text(p.*value),
                                   fmt::format("{}field {} differs from '{}' in {}: one fit takes the results of one llama.cpp build on one "
                                               "device (calibrate each separately)", p.line > 0 ? "" : fmt::format("entry {}: ", p.index), field,
-                                              cut_text((*first)->*value), where(**first)));
+                                              cut_text((*first)->*value), row_place(**first)));
             }
         }
     }
@@ -647,14 +655,51 @@ struct fit_input {
         ft = checked_weight_types(points, m, weights, r);
         for (size_t i = 0; i < points.size(); ++i) pts.push_back(bench_row_ubatches(points[i], step_time_model{base, m, ft[i]}));
     }
-    fit_input without(size_t i) const {
+    // the results whose index is not in `fold` (held_out_fit's k folds: index % k)
+    fit_input without_fold(size_t fold, size_t k) const {
         fit_input rest = *this;
-        rest.points.erase(rest.points.begin() + (long) i);
-        rest.ft.erase(rest.ft.begin() + (long) i);
-        rest.pts.erase(rest.pts.begin() + (long) i);
+        rest.points.clear(), rest.ft.clear(), rest.pts.clear();
+        for (size_t i = 0; i < points.size(); ++i) {
+            if (i % k == fold) continue;
+            rest.points.push_back(points[i]), rest.ft.push_back(ft[i]), rest.pts.push_back(pts[i]);
+        }
         return rest;
     }
 };
+
+// Why a fit's weight reads came out below 0, in the results' own terms: the two results where more tokens per
+// ubatch took the least time per ubatch against fewer tokens (no cost term falls as the tokens grow, so one of
+// them is another model, machine or mistake). "" when no such pair exists.
+std::string contradicting_pair(const std::vector<llama_bench_row> & points, const std::vector<std::vector<ubatch_terms>> & pts) {
+    std::vector<double> tokens(points.size()), per(points.size());
+    for (size_t i = 0; i < points.size(); ++i) {
+        for (const auto & u : pts[i]) tokens[i] += u.n_tokens;
+        const double n = std::max<double>(1, (double) pts[i].size());
+        tokens[i] /= n, per[i] = points[i].avg_s / n;
+    }
+    // by tokens per ubatch; each result against the slowest one with strictly fewer tokens (a running maximum)
+    std::vector<size_t> by(points.size());
+    std::iota(by.begin(), by.end(), size_t(0));
+    std::stable_sort(by.begin(), by.end(), [&](size_t a, size_t b) { return tokens[a] < tokens[b]; });
+    size_t fast = 0, slow = 0, slowest_below = by.size(), k = 0;
+    double worst = 1;
+    while (k < by.size()) {
+        size_t end = k;
+        while (end < by.size() && tokens[by[end]] == tokens[by[k]]) ++end;
+        for (size_t e = k; slowest_below < by.size() && e < end; ++e) {
+            const size_t i = by[e];
+            if (per[i] > 0 && per[slowest_below] / per[i] > worst) worst = per[slowest_below] / per[i], fast = i, slow = slowest_below;
+        }
+        for (size_t e = k; e < end; ++e) {
+            if (slowest_below == by.size() || per[by[e]] > per[slowest_below]) slowest_below = by[e];
+        }
+        k = end;
+    }
+    if (worst == 1) return "";
+    return fmt::format(": {} ({}) takes {:.4g} ms per ubatch of {:.4g} tokens, {:.3g}x less than {} ({}) with {:.4g} tokens per ubatch",
+                       row_place(points[fast]), points[fast].test_name(), per[fast] * 1e3, tokens[fast], worst, row_place(points[slow]),
+                       points[slow].test_name(), tokens[slow]);
+}
 
 double predicted_s(const device_profile & d, const model_shape & m, const weight_file_type * ft, const std::vector<ubatch_terms> & pts) {
     const step_time_model tm{d, m, ft};
@@ -681,7 +726,13 @@ calibration_result fit_results(const fit_input & in, const model_shape & m, cons
     };
     const bool both = has_prompts(true) && has_prompts(false);
     const double speedup = both ? fit_float_speedup(pts, y, m, ft, base) : base.float_gemm_speedup;
-    term_fit fit = fit_terms(with_float_speedup(pts, ft, speedup), y, m, base);
+    term_fit fit = [&] {
+        try {
+            return fit_terms(with_float_speedup(pts, ft, speedup), y, m, base);
+        } catch (const weight_term_negative & e) {
+            throw usage_error(e.what() + contradicting_pair(points, pts));
+        }
+    }();
     r.notes.insert(r.notes.end(), fit.notes.begin(), fit.notes.end());
     if (!both && base.float_gemm_speedup != 1.0) {
         r.notes.push_back(fmt::format("float_gemm_speedup: kept from the base profile ({:g}): prompts of one weight family (float "
@@ -717,19 +768,24 @@ calibration_result predict_bench(const std::vector<llama_bench_row> & points, co
     return r;
 }
 
-std::vector<double> leave_one_out_errors(const std::vector<llama_bench_row> & points, const model_shape & m,
-                                         const weight_file_type * weights, const device_profile & base) {
+held_out_errors held_out_fit(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
+                             const device_profile & base) {
     calibration_result checked;
     const fit_input all(points, m, weights, base, checked);
-    std::vector<double> errs;
-    for (size_t i = 0; i < points.size(); ++i) {
+    // one fit per result costs results^2 (23,696 results: over 4 minutes); past k_max_leave_one_out, 10 folds
+    const size_t k = points.size() <= k_max_leave_one_out ? points.size() : 10;
+    held_out_errors h{k == points.size() ? "leave-one-out" : fmt::format("{}-fold", k), std::vector<double>(points.size(), NAN)};
+    for (size_t fold = 0; fold < k; ++fold) {
         try {
-            const calibration_result fit = fit_results(all.without(i), m, base, checked);
-            errs.push_back(calibration_point{points[i], predicted_s(fit.profile, m, all.ft[i], all.pts[i])}.error());
-        } catch (const usage_error &) {   // the others alone cannot fit the terms: no held-out figure for this one
+            const calibration_result fit = fit_results(all.without_fold(fold, k), m, base, checked);
+            for (size_t i = fold; i < points.size(); i += k) {
+                h.errs[i] = calibration_point{points[i], predicted_s(fit.profile, m, all.ft[i], all.pts[i])}.error();
+            }
+        } catch (const usage_error &) {   // the others alone cannot fit the terms: no held-out figure for this fold
         }
     }
-    return errs;
+    h.errs.erase(std::remove_if(h.errs.begin(), h.errs.end(), [](double e) { return std::isnan(e); }), h.errs.end());
+    return h;
 }
 
 std::string calibration_result::weights_text() const {
@@ -744,12 +800,13 @@ double abs_error_quantile(const std::vector<double> & errs, double q) {
     return percentile(std::move(a), q);
 }
 
-std::string held_out_line(const std::vector<double> & errs, size_t n_results) {
-    if (errs.empty()) return "held out (leave-one-out): none of the results can be left out and still fit the terms\n";
-    return fmt::format("held out (leave-one-out, each result predicted by a fit on the others): |error| median {:.1f}%, p90 {:.1f}%, "
+std::string held_out_line(const held_out_errors & h, size_t n_results) {
+    if (h.errs.empty()) return fmt::format("held out ({}): none of the results can be left out and still fit the terms\n", h.method);
+    const bool loo = h.method == "leave-one-out";
+    return fmt::format("held out ({}, each result predicted by a fit on {}): |error| median {:.1f}%, p90 {:.1f}%, "
                        "max {:.1f}% over {} of {} results\n",
-                       abs_error_quantile(errs, 0.5) * 100, abs_error_quantile(errs, 0.9) * 100, abs_error_quantile(errs, 1.0) * 100,
-                       errs.size(), n_results);
+                       h.method, loo ? "the others" : "the other folds", abs_error_quantile(h.errs, 0.5) * 100,
+                       abs_error_quantile(h.errs, 0.9) * 100, abs_error_quantile(h.errs, 1.0) * 100, h.errs.size(), n_results);
 }
 
 void print_calibration(std::ostream & out, const calibration_result & r) {

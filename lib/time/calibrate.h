@@ -100,13 +100,20 @@ calibration_result calibrate(const std::vector<llama_bench_row> & points, const 
 calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
                                  const device_profile & profile);
 
-// Held-out accuracy of a fit: each result predicted by the profile fitted on all the others (relative
-// errors, in the results' order). A result whose removal leaves the others unable to fit is skipped.
-std::vector<double> leave_one_out_errors(const std::vector<llama_bench_row> & points, const model_shape & m,
-                                         const weight_file_type * weights, const device_profile & base);
+// Held-out accuracy of a fit: each result predicted by the profile fitted on all the others (leave-one-out), or,
+// past k_max_leave_one_out results, on the other 9 of 10 folds (result i in fold i % 10): one fit per result would
+// cost results^2. Relative errors in the results' order; a result whose fold's removal leaves the others unable to
+// fit is skipped.
+inline constexpr size_t k_max_leave_one_out = 200;
+struct held_out_errors {
+    std::string method;   // "leave-one-out" or "10-fold": calibration.held_out.method of the profile
+    std::vector<double> errs;
+};
+held_out_errors held_out_fit(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
+                             const device_profile & base);
 
 // "held out (leave-one-out ...): |error| median ..., p90 ..., max ... over K of N results".
-std::string held_out_line(const std::vector<double> & errs, size_t n_results);
+std::string held_out_line(const held_out_errors & h, size_t n_results);
 // The q-quantile (0..1) of |errs|, linear between ranks; 0 for none. What held_out_line prints and what a profile's
 // calibration.held_out records (one definition: the file had said 12.9 % where the terminal said 6.6 %).
 double abs_error_quantile(const std::vector<double> & errs, double q);

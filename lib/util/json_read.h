@@ -18,10 +18,14 @@
 
 namespace kvsim {
 
-// s cut to at most max_bytes, "..." ending a cut text: a value quoted in an error stays one readable line.
+// s cut to at most max_bytes, "..." ending a cut text: a value quoted in an error stays one readable line. The cut
+// backs off to the start of a UTF-8 character (never before a continuation byte 10xxxxxx), so a cut key or
+// value is still valid UTF-8 in a terminal and in summary.json.
 inline std::string cut_text(std::string s, size_t max_bytes = 80) {
-    if (s.size() > max_bytes) s = s.substr(0, max_bytes - 3) + "...";
-    return s;
+    if (s.size() <= max_bytes) return s;
+    size_t n = max_bytes - 3;
+    while (n > 0 && ((unsigned char) s[n] & 0xC0) == 0x80) --n;
+    return s.substr(0, n) + "...";
 }
 
 namespace json_read_detail {
