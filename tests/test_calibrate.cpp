@@ -14,6 +14,13 @@ using namespace kvsim;
 using namespace kvsim_test;
 
 namespace {
+// The cpu profile charging every cell up to n_kv (its default is the visible cells): the hand-made results below
+// are written out with n_kv, which keeps their arithmetic to the cache's own padding.
+device_profile cpu_n_kv() {
+    device_profile d = device_preset("cpu");
+    d.attention_cells = "n_kv";
+    return d;
+}
 const char * k_data = "tests/data/llama-bench/synthetic-llama-3.2-1b-q4_0.json";
 
 llama_bench_row point(uint32_t p, uint32_t n, uint32_t d, uint32_t ub, const std::string & ctk = "f16") {
@@ -89,7 +96,7 @@ std::vector<llama_bench_row> hand_points(double ubatch_overhead_s = 0) {
 }  // namespace
 
 TEST_CASE("the llama-bench replay: ubatches and n_kv as llama-bench's test_prompt / test_gen drive the cache") {
-    const step_time_model tm{device_preset("cpu"), model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
+    const step_time_model tm{cpu_n_kv(), model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
     // pp512 at depth 1024 with -ub 128: 4 ubatches of 128; n_ctx 1536 -> n_kv = pad(used, 256), at most 1536
     const auto pp = bench_row_ubatches(point(512, 0, 1024, 128), tm);
     REQUIRE(pp.size() == 4);
@@ -111,7 +118,7 @@ TEST_CASE("the llama-bench replay: ubatches and n_kv as llama-bench's test_promp
 }
 
 TEST_CASE("a batched row with n_seq_gen: the first sequences take the steps, the others keep their cells") {
-    const step_time_model tm{device_preset("cpu"), model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
+    const step_time_model tm{cpu_n_kv(), model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
     llama_bench_row p = point(0, 4, 128, 512);   // 4 steps after 128-token prompts of each sequence
     p.n_seq = 4;                                 // one unified stream (kv_unified's default)
     const double cell_bytes = 2.0 * 2 * 512 * 16;
@@ -134,7 +141,7 @@ TEST_CASE("a batched row with n_seq_gen: the first sequences take the steps, the
     // charged on the cells a token sees (ggml's CPU kernel skips masked cells): sequence 0's 129..132, not n_kv;
     // the scan term counts every cell up to n_kv for each of the 32 heads and 16 layers
     device_profile vis = device_preset("cpu");
-    vis.attention_cells = "visible";
+    CHECK(vis.attention_cells == "visible");   // the cpu profile's default: ggml's CPU flash attention
     vis.attn_s_per_scanned_cell = 1e-12;
     const step_time_model tv{vis, model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
     p.n_threads = 1;
@@ -154,7 +161,7 @@ TEST_CASE("a batched row with n_seq_gen: the first sequences take the steps, the
 
 TEST_CASE("calibrate recovers the linear model of hand-made results") {
     const auto pts = hand_points();
-    const calibration_result r = calibrate(pts, model_preset("llama-3.2-1b"), nullptr, device_preset("cpu"));
+    const calibration_result r = calibrate(pts, model_preset("llama-3.2-1b"), nullptr, cpu_n_kv());
     CHECK(r.weights_text() == "q4_0");
     REQUIRE(r.notes.size() == 1);   // the per-ubatch cost: collinear with the per-size GEMM terms (next test)
     CHECK(r.notes[0].find("ubatch_overhead_s") != std::string::npos);
@@ -176,7 +183,7 @@ TEST_CASE("calibrate recovers the linear model of hand-made results") {
     // noise of +-2 % on every result: the fit still predicts each within a few percent
     auto noisy = pts;
     for (size_t i = 0; i < noisy.size(); ++i) noisy[i].avg_s *= i % 2 ? 1.02 : 0.98;
-    const calibration_result rn = calibrate(noisy, model_preset("llama-3.2-1b"), nullptr, device_preset("cpu"));
+    const calibration_result rn = calibrate(noisy, model_preset("llama-3.2-1b"), nullptr, cpu_n_kv());
     for (size_t i = 0; i < rn.points.size(); ++i) CHECK(rn.points[i].predicted_s == doctest::Approx(k_hand[i].seconds).epsilon(0.05));
 }
 
@@ -187,7 +194,7 @@ TEST_CASE("calibrate: terms the results cannot separate are named and fixed") {
     // 64-token GEMM, 2e-3 / 6.646385 s more per 512-token GEMM
     const auto pts = hand_points(2e-3);
     const model_shape m = model_preset("llama-3.2-1b");
-    const calibration_result r = calibrate(pts, m, nullptr, device_preset("cpu"));
+    const calibration_result r = calibrate(pts, m, nullptr, cpu_n_kv());
     REQUIRE(r.notes.size() == 1);
     CHECK(r.notes[0].find("ubatch_overhead_s") != std::string::npos);
     CHECK(r.profile.ubatch_overhead_s == 0);
@@ -199,7 +206,7 @@ TEST_CASE("calibrate: terms the results cannot separate are named and fixed") {
     }
     // two results (a 512-token prompt, 16 generated tokens) for five terms, as a published pp512 + tg128 pair:
     // the weight reads and the 512-token GEMM are fitted, the rest kept from the base profile and named
-    const calibration_result two = calibrate({pts[0], pts[2]}, m, nullptr, device_preset("cpu"));
+    const calibration_result two = calibrate({pts[0], pts[2]}, m, nullptr, cpu_n_kv());
     REQUIRE(two.notes.size() == 3);
     CHECK(two.notes[0] == "ubatch_overhead_s: kept from the base profile (0): 2 results cannot also fit it");
     CHECK(two.notes[1] == "attn_s_per_flop: kept from the base profile (0): 2 results cannot also fit it");
@@ -335,7 +342,7 @@ TEST_CASE("a real llama-bench -o json file (noisy times) reads and fits without 
     const model_shape m = model_preset("llama-3.2-1b");
     for (const auto & p : pts) CHECK_NOTHROW(check_bench_model(p, m, bench_weight_type(p, nullptr)));
     CHECK(pts[0].model_size == model_weight_bytes(m, parse_weight_file_type("q4_0")).file_bytes());
-    const calibration_result r = calibrate(pts, m, nullptr, device_preset("cpu"));
+    const calibration_result r = calibrate(pts, m, nullptr, cpu_n_kv());
     CHECK(r.points.size() == 9);
 }
 
@@ -399,7 +406,7 @@ TEST_CASE("read_llama_bench: llama-bench's markdown table, as published") {
     const std::string other = write("other.md", head + "| llama 1B Q4_0 | 1 GiB | 1.24 B | CPU | 2 | 512 | 1 | pp512 | 100 ± 1 |\n");
     REQUIRE(read_llama_bench(other).size() == 1);
     try {
-        calibrate(read_llama_bench(other), model_preset("llama-3-8b"), nullptr, device_preset("cpu"));
+        calibrate(read_llama_bench(other), model_preset("llama-3-8b"), nullptr, cpu_n_kv());
         CHECK(false);
     } catch (const input_error & e) {
         CHECK(std::string(e.what()) == other + ":3: field model_n_params is not model llama-3-8b's (8030261248 parameters): a result "
@@ -432,16 +439,31 @@ TEST_CASE("calibrate: two weight types of one card separate the fixed cost per u
     CHECK(one.notes[0].rfind("ubatch_overhead_s", 0) == 0);
 }
 
-TEST_CASE("leave_one_out_errors: results of an exactly linear model are predicted by the fit on the others") {
+TEST_CASE("held_out_fit: results of an exactly linear model are predicted by the fit on the others") {
     // the hand-made results follow the model exactly, so leaving one out still fits it exactly wherever the
     // others determine the same terms; the 512-token prompt in -ub 64 ubatches (k_hand[1]) is the only result
     // with 64-token GEMMs: without it that size's fraction comes from the others (gemm_fraction_at), and it misses
-    const auto loo = leave_one_out_errors(hand_points(), model_preset("llama-3.2-1b"), nullptr, device_preset("cpu"));
-    REQUIRE(loo.size() == std::size(k_hand));
-    for (size_t i = 0; i < loo.size(); ++i) {
-        if (i == 1) CHECK(std::abs(loo[i]) > 0.1);
-        else CHECK(std::abs(loo[i]) < 1e-9);
+    const auto loo = held_out_fit(hand_points(), model_preset("llama-3.2-1b"), nullptr, cpu_n_kv());
+    CHECK(loo.method == "leave-one-out");
+    REQUIRE(loo.errs.size() == std::size(k_hand));
+    for (size_t i = 0; i < loo.errs.size(); ++i) {
+        if (i == 1) CHECK(std::abs(loo.errs[i]) > 0.1);
+        else CHECK(std::abs(loo.errs[i]) < 1e-9);
     }
+}
+
+// Past k_max_leave_one_out results, 10 folds (leave-one-out costs results^2 fits' work: 23,696 results ran over
+// 4 minutes). Every hand result is repeated often enough that each fold's others hold all its shapes: exact again.
+TEST_CASE("held_out_fit: more than k_max_leave_one_out results are held out in 10 folds") {
+    std::vector<llama_bench_row> many;
+    while (many.size() <= k_max_leave_one_out) {
+        for (const auto & p : hand_points()) many.push_back(p);
+    }
+    const auto h = held_out_fit(many, model_preset("llama-3.2-1b"), nullptr, cpu_n_kv());
+    CHECK(h.method == "10-fold");
+    REQUIRE(h.errs.size() == many.size());
+    for (double e : h.errs) CHECK(std::abs(e) < 1e-9);
+    CHECK(held_out_line(h, many.size()).rfind("held out (10-fold, each result predicted by a fit on the other folds)", 0) == 0);
 }
 
 TEST_CASE("the shipped calibrated GPU profiles predict their cards' published llama-bench results") {
@@ -488,13 +510,13 @@ TEST_CASE("the repacked CPU matmul: a fit with its one-row passes follows llama.
     CHECK(repack_extra_passes(4, 4) == 0);
     CHECK(repack_extra_passes(7, 4) == 3);
     CHECK(repack_extra_passes(7, 0) == 0);
-    const calibration_result with = calibrate(pts, model_preset("qwen2.5-0.5b"), nullptr, device_preset("cpu"));
+    const calibration_result with = calibrate(pts, model_preset("qwen2.5-0.5b"), nullptr, cpu_n_kv());
     CHECK(with.profile.repack_rows == 4);
     CHECK(with.profile.extra_pass_s_per_byte > 0);
     const auto e = small_prompts(with);
     REQUIRE(e.size() == 8);   // pp1, pp2, pp4 at -ub 128 and 512; pp2 and pp4 of the depth run at depth 0
     for (double x : e) CHECK(std::abs(x) < 0.10);
-    device_profile flat = device_preset("cpu");
+    device_profile flat = cpu_n_kv();
     flat.repack_rows = 0;   // one pass whatever the tokens: pp2 predicted at pp1's cost
     const calibration_result without = calibrate(pts, model_preset("qwen2.5-0.5b"), nullptr, flat);
     double worst = 0;
@@ -508,8 +530,7 @@ TEST_CASE("the repacked CPU matmul: a fit with its one-row passes follows llama.
 TEST_CASE("calibrate: a per-ubatch cost fitted against the weight reads is given up, not a refusal of the results") {
     const auto pts = read_llama_bench("tests/data/llama-bench/measured-min3-qwen2.5-0.5b-q4_0-xeon-t2.json");
     REQUIRE(pts.size() == 46);
-    device_profile base = device_preset("cpu");
-    base.attention_cells = "visible";
+    const device_profile base = device_preset("cpu");
     const calibration_result r = calibrate(pts, model_preset("qwen2.5-0.5b"), nullptr, base);
     CHECK(r.profile.weight_read_fraction > 0);
     CHECK(r.profile.ubatch_overhead_s == 0);
@@ -525,5 +546,5 @@ TEST_CASE("calibrate: one result gets its fit and no leave-one-out figure") {
     const auto pts = hand_points();
     REQUIRE(!pts.empty());
     const std::vector<llama_bench_row> one{pts[0]};
-    CHECK(leave_one_out_errors(one, model_preset("llama-3.2-1b"), nullptr, device_preset("cpu")).empty());
+    CHECK(held_out_fit(one, model_preset("llama-3.2-1b"), nullptr, cpu_n_kv()).errs.empty());
 }

@@ -28,18 +28,21 @@ struct datasheet {
     uint64_t memory_mib;
     double host_link_gbs;
     int repack_rows = 0;   // cpu: ggml-cpu repacks q4_0 and friends on x86 and ARM (step_time.h: repack_extra_passes)
+    // cpu: visible, as ggml's CPU flash attention skips the cells a token's mask hides
+    // (ggml-cpu/ops.cpp: ggml_compute_forward_flash_attn_ext_f16_one_chunk); a GPU kernel reads every cell up to n_kv
+    const char * attention_cells = "n_kv";
 };
 const datasheet k_presets[] = {{"h200-datasheet", "datasheet", 4800, 989, 143771, 63},
                                {"h100-datasheet", "datasheet", 3350, 989, 81559, 63},
                                {"a100-datasheet", "datasheet", 2039, 312, 81920, 31.5},
-                               {"cpu", "estimate", 67, 0.4, 0, 10, 4}};
+                               {"cpu", "estimate", 67, 0.4, 0, 10, 4, "visible"}};
 
 std::string datasheet_json(const datasheet & d) {
     return fmt::format(R"({{"name": "{}", "source": "{}", "bandwidth_gbs": {}, "peak_tflops": {},
   "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
-  "attention": "roofline", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0, "memory_mib": {},
+  "attention": "roofline", "attention_cells": "{}", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0, "memory_mib": {},
   "host_link_gbs": {}, "repack_rows": {}, "extra_pass_s_per_byte": {}}})",
-                       d.name, d.source, d.bandwidth_gbs, d.peak_tflops, d.memory_mib, d.host_link_gbs, d.repack_rows,
+                       d.name, d.source, d.bandwidth_gbs, d.peak_tflops, d.attention_cells, d.memory_mib, d.host_link_gbs, d.repack_rows,
                        d.repack_rows ? 1.0 / (d.bandwidth_gbs * 1e9) : 0.0);
 }
 
@@ -260,10 +263,8 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
         if (!k_fields.count(k)) throw input_error(where, 0, k, "unknown field in device profile");
     }
     device_profile d;
-    if (j.contains("name")) {
-        if (!j["name"].is_string()) throw input_error(where, 0, json_text(j["name"]), "field name must be a string");
-        d.name = j["name"].get<std::string>();
-    }
+    // printed in replay's terminal summary: an escape sequence in a profile would reach the user's terminal
+    if (j.contains("name")) d.name = printable(j, "name", where);
     if (j.contains("source")) d.source = printable(j, "source", where);
     if (j.contains("attention")) {
         const auto & a = j["attention"];

@@ -27,7 +27,7 @@
 #   REPS=1                              llama-bench repetitions within a round
 #   STAT=min|median                     the statistic over rounds (merge_rounds.py says why min)
 #   ATTENTION_CELLS=                    kvsim calibrate --attention-cells: empty = the base profile's
-#                                       (n_kv); visible = attention on the cells each token's own
+#                                       (cpu: visible, since 2026-12-04); visible = attention on the cells each token's own
 #                                       sequence sees (ggml's CPU flash attention skips masked cells)
 #   OUT=$WORK/run-<date>                results folder (logs, JSON, CSVs, result.txt)
 set -euo pipefail
@@ -76,7 +76,7 @@ fi
   echo "cpu         $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) vCPUs, taskset $CPUS, -t $THREADS"
   echo "model       $MODEL ($PRESET, $WEIGHTS, random weights)"
   echo "replay      $TRACE first $LIMIT requests, -c $CTX -np $NP kvu=$KVU -b $B -ub $UB -fa $FA -ctk $CTK -ctv $CTV"
-  echo "attention   cells charged: ${ATTENTION_CELLS:-n_kv (the base profile default)}"
+  echo "attention   cells charged: ${ATTENTION_CELLS:-the base profile default (cpu: visible)}"
   echo "protocol    $ROUNDS interleaved rounds, llama-bench -r $REPS per round; the $STAT over the rounds"
 } | tee "$OUT/env.txt"
 load start
