@@ -192,6 +192,49 @@ TEST_CASE("kvsim calibrate: weight reads below 0 name the two results that contr
     CHECK(!fs::exists(out));
 }
 
+// Hostile helper, 2026-12-04: C1 controls (U+009B, a terminal's CSI) passed the check and were printed raw; a 5 MB
+// name made a 5 MB error line.
+TEST_CASE("device profiles: C1 controls in a name are refused and shown escaped; long values are cut") {
+    json c1 = {{"name", "a\xc2\x9b" "31mb"}, {"bandwidth_gbs", 100}, {"peak_tflops", 1}};
+    const std::string e = profile_error(c1);
+    CHECK(e.find("field name must be printable text") != std::string::npos);
+    CHECK(e.find("\\xc2\\x9b") != std::string::npos);
+    CHECK(e.find("\xc2\x9b") == std::string::npos);
+    CHECK(profile_error({{"name", "caf\xc3\xa9 \xe2\x80\x94 ok"}, {"bandwidth_gbs", 100}, {"peak_tflops", 1}}).empty());   // é and an em dash
+    json big = c1;
+    big["name"] = std::string(5 << 20, 'x') + "\x1b";
+    CHECK(profile_error(big).size() < 400);
+    json key = {{"bandwidth_gbs", 100}, {"peak_tflops", 1}, {std::string(5 << 20, 'k'), 1}};
+    CHECK(profile_error(key).size() < 400);
+}
+
+// Hostile helper, 2026-12-04: one result of 1 ns among real ones was fitted and written with a held-out error of
+// 2.3e9 (a ratio), which `replay --device` then refused; and eight results of 2^20 generated tokens took 2.3 GB.
+TEST_CASE("kvsim calibrate: a profile replay would refuse is not written; the timed ubatches of a fit are bounded") {
+    scratch_dir dir("hostile-fit");
+    const std::string base = "tests/data/llama-bench/measured-min3-qwen2.5-0.5b-q4_0-xeon-t2.json";
+    auto j = json::parse(read_text(base));
+    j[6]["avg_ns"] = 1;   // pp512 in 1 ns
+    std::ofstream(dir / "one.json") << j.dump();
+    const auto r = run_kvsim("calibrate --model qwen2.5-0.5b " + (dir / "one.json") + " -o " + (dir / "p.json"));
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("calibration.held_out: field max_abs_error must be a finite number in [0, 1000]") != std::string::npos);
+    CHECK(!fs::exists(dir / "p.json"));
+
+    auto g = json::parse(read_text(base));
+    json rows = json::array();
+    for (int i = 0; i < 2; ++i) {
+        json e = g[0];
+        e["n_prompt"] = 0, e["n_gen"] = 600000, e["n_depth"] = 0;
+        rows.push_back(e);
+    }
+    std::ofstream(dir / "long.json") << rows.dump();
+    const auto l = run_kvsim("calibrate --model qwen2.5-0.5b " + (dir / "long.json") + " -o " + (dir / "q.json"));
+    CHECK(l.rc == 2);
+    CHECK(l.err.find("entry 1: the results up to this one time over 1048576 ubatches in all") != std::string::npos);
+    CHECK(!fs::exists(dir / "q.json"));
+}
+
 TEST_CASE("kvsim replay: --bandwidth-gbs / --tflops outside the profile range exit 2 with nothing written") {
     scratch_dir dir("hostile-replay");
     for (const std::string flag : {"--bandwidth-gbs 1e300", "--bandwidth-gbs 1e-9", "--tflops 1e-30", "--tflops 1e9"}) {

@@ -31,12 +31,18 @@ private:
     }
 
     // Control bytes in a value would garble the terminal or hide the problem (`'4\r'` printed
-    // raw moves the cursor): shown as \r, \n, \t, \0 or \xNN. Other bytes (UTF-8) pass through.
+    // raw moves the cursor): shown as \r, \n, \t, \0 or \xNN, and so are the C1 controls U+0080..U+009F
+    // (UTF-8 C2 80..C2 9F; U+009B is a terminal's CSI). Other bytes (UTF-8) pass through.
     static std::string escape(const std::string & v) {
         std::string out;
         out.reserve(v.size());
-        for (const char ch : v) {
+        for (size_t i = 0; i < v.size(); ++i) {
+            const char ch = v[i];
             const unsigned char c = (unsigned char) ch;
+            if (c == 0xc2 && i + 1 < v.size() && (unsigned char) v[i + 1] >= 0x80 && (unsigned char) v[i + 1] <= 0x9f) {
+                out += fmt::format("\\xc2\\x{:02x}", (unsigned char) v[++i]);
+                continue;
+            }
             switch (c) {
                 case '\r': out += "\\r"; break;
                 case '\n': out += "\\n"; break;

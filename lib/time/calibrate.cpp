@@ -426,6 +426,9 @@ bool any_ubatch(const std::vector<std::vector<ubatch_terms>> & pts, double ubatc
     return false;
 }
 
+// The timed ubatches one fit keeps for all its results together (about 300 bytes each).
+constexpr size_t k_max_fit_ubatches = size_t(1) << 20;
+
 // The refusal when the weight-read term stays below 0: fit_results adds the pair of results that contradict.
 struct weight_term_negative : usage_error {
     using usage_error::usage_error;
@@ -653,7 +656,18 @@ struct fit_input {
         : points(p) {
         check_one_machine(points);
         ft = checked_weight_types(points, m, weights, r);
-        for (size_t i = 0; i < points.size(); ++i) pts.push_back(bench_row_ubatches(points[i], step_time_model{base, m, ft[i]}));
+        size_t ubatches = 0;
+        for (size_t i = 0; i < points.size(); ++i) {
+            pts.push_back(bench_row_ubatches(points[i], step_time_model{base, m, ft[i]}));
+            // every timed ubatch's terms are kept (and copied per held-out fold): eight results of 2^20 generated
+            // tokens took 2.3 GB and over a minute before this bound
+            if ((ubatches += pts.back().size()) > k_max_fit_ubatches) {
+                throw input_error(points[i].file, points[i].line, points[i].test_name(),
+                                  fmt::format("{}the results up to this one time over {} ubatches in all (one per generated token), more "
+                                              "than kvsim calibrate fits; give fewer or shorter results",
+                                              points[i].line > 0 ? "" : fmt::format("entry {}: ", points[i].index), k_max_fit_ubatches));
+            }
+        }
     }
     // the results whose index is not in `fold` (held_out_fit's k folds: index % k)
     fit_input without_fold(size_t fold, size_t k) const {

@@ -88,9 +88,13 @@ std::string printable(const nlohmann::json & j, const char * key, const std::str
     const auto & v = j[key];
     if (!v.is_string()) throw input_error(where, 0, json_text(v), fmt::format("field {} must be a string", key));
     std::string s = v.get<std::string>();
-    if (std::any_of(s.begin(), s.end(), [](unsigned char ch) { return ch < 0x20 || ch == 0x7f; })) {
-        throw input_error(where, 0, s, fmt::format("field {} must be printable text (no control characters)", key));
+    // C0 controls, DEL, and the C1 controls U+0080..U+009F (UTF-8 C2 80..C2 9F: U+009B is a terminal's CSI)
+    bool control = false;
+    for (size_t i = 0; i < s.size() && !control; ++i) {
+        const auto ch = (unsigned char) s[i];
+        control = ch < 0x20 || ch == 0x7f || (ch == 0xc2 && i + 1 < s.size() && (unsigned char) s[i + 1] >= 0x80 && (unsigned char) s[i + 1] <= 0x9f);
     }
+    if (control) throw input_error(where, 0, cut_text(s), fmt::format("field {} must be printable text (no control characters)", key));
     return s;
 }
 
@@ -122,7 +126,7 @@ void read_calibration(const nlohmann::json & j, const std::string & where, devic
     const std::string w = where + ": calibration.held_out";
     for (const auto & [k, v] : h.items()) {   // a typo would drop the error silently
         if (k != "median_abs_error" && k != "max_abs_error" && k != "results" && k != "method") {
-            throw input_error(w, 0, k, "unknown field (expected median_abs_error, max_abs_error, results, method)");
+            throw input_error(w, 0, cut_text(k), "unknown field (expected median_abs_error, max_abs_error, results, method)");
         }
     }
     d.held_out.median_abs = number(h, "median_abs_error", w, -1, {0, 1e3, false});
@@ -260,7 +264,7 @@ device_profile device_preset(const std::string & name) {
 device_profile parse_device_profile(const nlohmann::json & j, const std::string & where) {
     if (!j.is_object()) throw input_error(where, 0, "", "a device profile must be a JSON object");
     for (const auto & [k, v] : j.items()) {
-        if (!k_fields.count(k)) throw input_error(where, 0, k, "unknown field in device profile");
+        if (!k_fields.count(k)) throw input_error(where, 0, cut_text(k), "unknown field in device profile");
     }
     device_profile d;
     // printed in replay's terminal summary: an escape sequence in a profile would reach the user's terminal
