@@ -11,6 +11,12 @@
 
 namespace kvsim {
 
+// Whether s[i] starts a C1 control U+0080..U+009F in UTF-8 (C2 80..C2 9F): U+009B is a terminal's CSI, so these are
+// as dangerous in text we print as the ASCII controls.
+inline bool c1_control_at(const std::string & s, size_t i) {
+    return (unsigned char) s[i] == 0xc2 && i + 1 < s.size() && (unsigned char) s[i + 1] >= 0x80 && (unsigned char) s[i + 1] <= 0x9f;
+}
+
 // A problem in a file the user handed us: names the file, the 1-based line (0 = whole file)
 // and the offending value. what() is the full human-readable message; control bytes in the value
 // are escaped there (value() keeps them raw).
@@ -39,7 +45,7 @@ private:
         for (size_t i = 0; i < v.size(); ++i) {
             const char ch = v[i];
             const unsigned char c = (unsigned char) ch;
-            if (c == 0xc2 && i + 1 < v.size() && (unsigned char) v[i + 1] >= 0x80 && (unsigned char) v[i + 1] <= 0x9f) {
+            if (c1_control_at(v, i)) {
                 out += fmt::format("\\xc2\\x{:02x}", (unsigned char) v[++i]);
                 continue;
             }

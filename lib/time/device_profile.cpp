@@ -92,7 +92,7 @@ std::string printable(const nlohmann::json & j, const char * key, const std::str
     bool control = false;
     for (size_t i = 0; i < s.size() && !control; ++i) {
         const auto ch = (unsigned char) s[i];
-        control = ch < 0x20 || ch == 0x7f || (ch == 0xc2 && i + 1 < s.size() && (unsigned char) s[i + 1] >= 0x80 && (unsigned char) s[i + 1] <= 0x9f);
+        control = ch < 0x20 || ch == 0x7f || c1_control_at(s, i);
     }
     if (control) throw input_error(where, 0, cut_text(s), fmt::format("field {} must be printable text (no control characters)", key));
     return s;
