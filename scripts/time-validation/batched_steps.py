@@ -6,7 +6,8 @@
                    --n-batch 2048 --n-ubatch 512 --ctx 8192 [--kvu] [--fa 0|1] [--gen-seqs 1]
 
 `ops` writes the op trace of batched-bench's runs (tools/batched-bench/batched-bench.cpp): for each -npp, -npl
-(in that order), a cleared cache, one batch of npl prompts of npp tokens (sequence 0's, then 1's, ...), then ntg
+(in that order), a cleared cache, one batch of npl prompts of npp tokens (sequence 0's, then 1's, ...; cut into calls of
+--n-batch tokens, as batched-bench's decode_helper does), then ntg
 steps of one token per sequence. `bench` turns tv-decode-timer's step times of that trace (one row per decode, in
 order; merge_rounds.py's minimum over the rounds) into the rows batched_to_bench.py makes of batched-bench's own
 JSONL: the prompt (n_prompt npp, n_seq npl) and the generation (n_gen ntg at n_depth npp), each the sum of its
@@ -66,24 +67,37 @@ def gen_seqs(a, pl):
     return pl if a.gen_seqs is None else min(a.gen_seqs, pl)
 
 
-def check_batches(a, rs):
-    """One llama_decode per prompt batch: tv-decode-timer refuses more than -b tokens."""
+def prompt_calls(a, pp, pl):
+    """Token counts of the llama_decode calls of a run's prompt batch: pl prompts of pp tokens, sequence 0's first,
+    cut every --n-batch tokens (llama-batched-bench's decode_helper; kvsim calibrate's rows cut them the same way)."""
     if a.n_batch < 1:
         die("--n-batch %d: not >= 1" % a.n_batch)
-    for pp, pl in rs:
-        if pp * pl > a.n_batch:
-            die("--npp %d x --npl %d: a prompt batch of %d tokens, more than --n-batch %d" % (pp, pl, pp * pl, a.n_batch))
+    n = pp * pl
+    return [min(a.n_batch, n - i) for i in range(0, n, a.n_batch)]
+
+
+def prompt_rows(a, pp, pl):
+    """The op rows of a run's prompt calls: per call, one row per sequence range it holds."""
+    lines, done = [], 0
+    for c, k in enumerate(prompt_calls(a, pp, pl)):
+        label = "p%dx%d" % (pl, pp) + ("_%d" % c if k < pp * pl else "")
+        for t in range(done, done + k):
+            s, i = divmod(t, pp)
+            if t == done or i == 0:
+                n = min(pp - i, done + k - t)
+                lines.append("%s,decode,%d,%d,%d,,," % (label, s, n, i))
+        done += k
+    return lines
 
 
 def write_ops(a):
     ntg, rs = n_gen(a, 1), runs(a)
     if sum(pl + gen_seqs(a, pl) * ntg for _, pl in rs) > 1000000:
         die("these runs make more than 1,000,000 op rows")
-    check_batches(a, rs)
     lines = ["batch,op,seq,n_tokens,p0,p1,delta,seq_dst"]
     for pp, pl in rs:
         lines.append(",clear,,,,,,")
-        lines += ["p%dx%d,decode,%d,%d,0,,," % (pl, pp, s, pp) for s in range(pl)]
+        lines += prompt_rows(a, pp, pl)
         for t in range(ntg):
             lines += ["g%dx%d_%d,decode,%d,1,%d,,," % (pl, pp, t, s, pp + t) for s in range(gen_seqs(a, pl))]
     merge_rounds.write_atomic(a.out, lambda f: f.write("\n".join(lines) + "\n"))
@@ -118,23 +132,25 @@ def write_bench(a):
                             (a.ctx, "--ctx", 1, 1 << 24), (a.fa, "--fa", 0, 1)):
         if not lo <= v <= hi:
             die("%s %d: not in [%d, %d]" % (name, v, lo, hi))
-    check_batches(a, runs(a))
     ref, steps = read_model_from(a.model_from), read_steps(a.steps)
-    need = sum(1 + ntg for _ in runs(a))
+    need = sum(len(prompt_calls(a, pp, pl)) + ntg for pp, pl in runs(a))
     if len(steps) != need:
         die("%s: %d steps, the trace of these runs has %d decodes" % (a.steps, len(steps), need))
     out, i = [], 0
     for pp, pl in runs(a):
         # the steps must be this trace's: the prompt batch, then ntg steps of gen_seqs tokens (--gen-seqs as in ops)
-        want = [pp * pl] + [gen_seqs(a, pl)] * ntg
-        got = [r["n_tokens"] for r in steps[i:i + 1 + ntg]]
+        calls = prompt_calls(a, pp, pl)
+        want = calls + [gen_seqs(a, pl)] * ntg
+        got = [r["n_tokens"] for r in steps[i:i + len(want)]]
         if got != [str(n) for n in want]:
             die("%s: rows %d-%d have n_tokens %s, the run npp %d npl %d (--gen-seqs %s) decodes %s" %
-                (a.steps, i + 2, i + 2 + ntg, ",".join(got[:3]) + ",...", pp, pl, a.gen_seqs, ",".join(map(str, want[:3])) + ",..."))
-        ms = [float(r["ms"]) for r in steps[i:i + 1 + ntg]]
-        if any(r["rc"] != 0 for r in steps[i:i + 1 + ntg]):
+                (a.steps, i + 2, i + 1 + len(want), ",".join(got[:3]) + ",...", pp, pl, a.gen_seqs, ",".join(map(str, want[:3])) + ",..."))
+        run_steps = steps[i:i + len(want)]
+        if any(r["rc"] != 0 for r in run_steps):
             die("%s: a decode of the run npp %d npl %d failed" % (a.steps, pp, pl))
-        i += 1 + ntg
+        # the prompt: the sum of its calls; then the ntg generation steps
+        ms = [sum(float(r["ms"]) for r in run_steps[:len(calls)])] + [float(r["ms"]) for r in run_steps[len(calls):]]
+        i += len(want)
         settings = dict(n_batch=a.n_batch, n_ubatch=a.n_ubatch, flash_attn=a.fa, n_seq=pl, kv_unified=a.kvu,
                         n_ctx=a.ctx)
         gen = dict(n_seq_gen=gen_seqs(a, pl)) if gen_seqs(a, pl) < pl else {}

@@ -97,6 +97,12 @@ python3 "$HERE/batched_steps.py" ops "$OUT/batched-ops.csv" $BATCHED --n-batch "
 # the K/V reads, since there every sequence decodes)
 SCAN="--npp 128,512 --ntg 16 --npl 2,$NP --gen-seqs 1"
 python3 "$HERE/batched_steps.py" ops "$OUT/scan-ops.csv" $SCAN --n-batch "$B"
+# 16 prompts of 256 tokens (two calls of -b 2048), then only the first NP sequences decode: NP tokens a step, each
+# beside 15 x 256 cells of the other sequences it walks past. The runs above hold 1-3x as many masked as visible
+# cells, too few to price the walk apart from the imbalance of ggml's split-KV threads: fits put 1.8-12 ns on a cell
+# that measured 0.4-0.6 ns (docs/benchmarks.md, 2026-12-04)
+MASKED="--npp 256 --ntg 16 --npl 16 --gen-seqs $NP"
+python3 "$HERE/batched_steps.py" ops "$OUT/masked-ops.csv" $MASKED --n-batch "$B"
 FA1=$([ "$FA" = off ] && echo 0 || echo 1)
 common=(-m "$MODEL" -t "$THREADS" -fa "$FA1" -ctk "$CTK" -ctv "$CTV" -b "$B" -r "$REPS" -o json)
 for r in $(seq 1 "$ROUNDS"); do
@@ -118,6 +124,10 @@ for r in $(seq 1 "$ROUNDS"); do
   "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/scan-ops.csv" -o "$OUT/scan-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
   load "scan $r"
+  log "round $r/$ROUNDS: 16 prompts, then $NP sequences decode among the others' cells, timed call by call ($MASKED)"
+  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/masked-ops.csv" -o "$OUT/masked-steps-$r.csv" -c "$CTX" -np 16 "$KVUFLAG" \
+    -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
+  load "masked $r"
   log "round $r/$ROUNDS: real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"
   "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/ops.csv" -o "$OUT/real-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
@@ -131,6 +141,9 @@ python3 "$HERE/batched_steps.py" bench "$OUT/batched-steps.csv" "$OUT/bench-pp.j
   --n-batch "$B" --n-ubatch "$UB" --ctx "$CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/scan-steps.csv" $(for r in $seqs; do echo "$OUT/scan-steps-$r.csv"; done) > /dev/null
 python3 "$HERE/batched_steps.py" bench "$OUT/scan-steps.csv" "$OUT/bench-pp.json" "$OUT/bench-scan.json" $SCAN \
+  --n-batch "$B" --n-ubatch "$UB" --ctx "$CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
+python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/masked-steps.csv" $(for r in $seqs; do echo "$OUT/masked-steps-$r.csv"; done) > /dev/null
+python3 "$HERE/batched_steps.py" bench "$OUT/masked-steps.csv" "$OUT/bench-pp.json" "$OUT/bench-masked.json" $MASKED \
   --n-batch "$B" --n-ubatch "$UB" --ctx "$CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/real-steps.csv" $(for r in $seqs; do echo "$OUT/real-steps-$r.csv"; done) | tee "$OUT/rounds.txt"
 
@@ -156,7 +169,7 @@ PY
 # --- 2. kvsim calibrate on the merged rounds --------------------------------------------------
 CELLS=(); [ -n "$ATTENTION_CELLS" ] && CELLS=(--attention-cells "$ATTENTION_CELLS")
 log "kvsim calibrate ${CELLS[*]:-}"
-"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-depth.json" "$OUT/bench-np.json" "$OUT/bench-scan.json" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
+"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-depth.json" "$OUT/bench-np.json" "$OUT/bench-scan.json" "$OUT/bench-masked.json" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
 
 # --- 3. held-out validation -----------------------------------------------------------------
 log "kvsim replay with the fitted profile"
