@@ -5,7 +5,8 @@
 #      depend on the step times)
 #   1. each round: llama-bench calibration points (-o json: pp at several -p and -ub; 2-8 token prompts and pp512
 #      at several -d), llama-batched-bench's runs (1, 2 and 4 sequences in one cache) timed call by call by
-#      tv-decode-timer (batched_steps.py: their op trace, then llama-bench rows), then the slice's op trace timed
+#      tv-decode-timer (batched_steps.py: their op trace, then llama-bench rows; also the scanned- and masked-cell
+#      runs, where only the first sequences decode), then the slice's op trace timed
 #      call by call on the real library (tv-decode-timer)
 #   2. merge_rounds.py: every llama-bench result and every real step time the minimum (STAT=median: the median)
 #      over the rounds, with the round-to-round spread (why the minimum: merge_rounds.py)
