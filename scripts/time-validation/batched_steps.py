@@ -67,33 +67,37 @@ def gen_seqs(a, pl):
     return pl if a.gen_seqs is None else min(a.gen_seqs, pl)
 
 
+def n_prompt_calls(a, pp, pl):
+    if a.n_batch < 1:
+        die("--n-batch %d: not >= 1" % a.n_batch)
+    return -(-pp * pl // a.n_batch)
+
+
 def prompt_calls(a, pp, pl):
     """Token counts of the llama_decode calls of a run's prompt batch: pl prompts of pp tokens, sequence 0's first,
     cut every --n-batch tokens (llama-batched-bench's decode_helper; kvsim calibrate's rows cut them the same way)."""
-    if a.n_batch < 1:
-        die("--n-batch %d: not >= 1" % a.n_batch)
     n = pp * pl
-    return [min(a.n_batch, n - i) for i in range(0, n, a.n_batch)]
+    return [min(a.n_batch, n - i * a.n_batch) for i in range(n_prompt_calls(a, pp, pl))]
 
 
 def prompt_rows(a, pp, pl):
     """The op rows of a run's prompt calls: per call, one row per sequence range it holds."""
     lines, done = [], 0
-    for c, k in enumerate(prompt_calls(a, pp, pl)):
-        label = "p%dx%d" % (pl, pp) + ("_%d" % c if k < pp * pl else "")
-        for t in range(done, done + k):
-            s, i = divmod(t, pp)
-            if t == done or i == 0:
-                n = min(pp - i, done + k - t)
-                lines.append("%s,decode,%d,%d,%d,,," % (label, s, n, i))
+    calls = prompt_calls(a, pp, pl)
+    for c, k in enumerate(calls):
+        label = "p%dx%d" % (pl, pp) + ("_%d" % c if len(calls) > 1 else "")
+        for s in range(done // pp, (done + k - 1) // pp + 1):
+            t0, t1 = max(done, s * pp), min(done + k, (s + 1) * pp)
+            lines.append("%s,decode,%d,%d,%d,,," % (label, s, t1 - t0, t0 - s * pp))
         done += k
     return lines
 
 
 def write_ops(a):
     ntg, rs = n_gen(a, 1), runs(a)
-    if sum(pl + gen_seqs(a, pl) * ntg for _, pl in rs) > 1000000:
-        die("these runs make more than 1,000,000 op rows")
+    # a prompt call holds at most one row per sequence it touches: calls + pl - 1 rows
+    if sum(n_prompt_calls(a, pp, pl) + pl + gen_seqs(a, pl) * ntg for pp, pl in rs) > 1000000:
+        die("these runs make more than 1,000,000 op rows (--n-batch %d cuts the prompts into calls)" % a.n_batch)
     lines = ["batch,op,seq,n_tokens,p0,p1,delta,seq_dst"]
     for pp, pl in rs:
         lines.append(",clear,,,,,,")
@@ -133,7 +137,7 @@ def write_bench(a):
         if not lo <= v <= hi:
             die("%s %d: not in [%d, %d]" % (name, v, lo, hi))
     ref, steps = read_model_from(a.model_from), read_steps(a.steps)
-    need = sum(len(prompt_calls(a, pp, pl)) + ntg for pp, pl in runs(a))
+    need = sum(n_prompt_calls(a, pp, pl) + ntg for pp, pl in runs(a))
     if len(steps) != need:
         die("%s: %d steps, the trace of these runs has %d decodes" % (a.steps, len(steps), need))
     out, i = [], 0
