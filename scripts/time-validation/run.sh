@@ -105,7 +105,9 @@ python3 "$HERE/batched_steps.py" ops "$OUT/scan-ops.csv" $SCAN --n-batch "$B"
 MASKED="--npp 256 --ntg 16 --npl 16 --gen-seqs $NP"
 python3 "$HERE/batched_steps.py" ops "$OUT/masked-ops.csv" $MASKED --n-batch "$B"
 FA1=$([ "$FA" = off ] && echo 0 || echo 1)
-common=(-m "$MODEL" -t "$THREADS" -fa "$FA1" -ctk "$CTK" -ctv "$CTV" -b "$B" -r "$REPS" -o json)
+# -lm none: the weights read into memory, as tv-decode-timer loads them (mapped weights were paged out by the host
+# between steps: tv-decode-timer.cpp)
+common=(-m "$MODEL" -t "$THREADS" -fa "$FA1" -ctk "$CTK" -ctv "$CTV" -b "$B" -r "$REPS" -lm none -o json)
 for r in $(seq 1 "$ROUNDS"); do
   log "round $r/$ROUNDS: llama-bench pp (-p 1,2,4,16,64,128,512 x -ub 128,$UB)"
   "${pin[@]}" "$BIN/llama-bench" "${common[@]}" -p 1,2,4,16,64,128,512 -n 0 -ub "128,$UB" > "$OUT/bench-pp-$r.json" 2> "$OUT/bench-pp-$r.log"

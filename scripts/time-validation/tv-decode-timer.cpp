@@ -341,7 +341,12 @@ int main(int argc, char ** argv) {
     ggml_backend_load_all();
     llama_backend_init();
     engine E;
-    E.model = llama_model_load_from_file(o.model.c_str(), llama_model_default_params());
+    // The weights are read into memory, not mapped (llama-bench -lm none): a host that reclaims cold page cache (DAMON's
+    // pageout scheme on the 2-core VMs) dropped mapped weights between steps and made 44-65 of 259 steps stall 2-4x
+    // (docs/benchmarks.md, 2026-12-04); no copy of them stalled once read into anonymous memory.
+    llama_model_params mp = llama_model_default_params();
+    mp.load_mode = LLAMA_LOAD_MODE_NONE;
+    E.model = llama_model_load_from_file(o.model.c_str(), mp);
     if (!E.model) { fprintf(stderr, "tv-decode-timer: %s: cannot load the model\n", o.model.c_str()); return 1; }
     llama_context_params cp = llama_context_default_params();
     cp.n_ctx = o.n_ctx;
