@@ -51,7 +51,10 @@ def ints(s, name, hi):
 
 
 def runs(a):
-    # llama-batched-bench's limits: kvsim calibrate reads n_seq in [1, 256]
+    # llama-batched-bench's limits: kvsim calibrate reads n_seq in [1, 256]; the runs are every npp x npl pair, so the
+    # lists' lengths are checked before the pairs are made
+    if (a.npp.count(",") + 1) * (a.npl.count(",") + 1) > 10000:
+        die("--npp x --npl: more than 10,000 runs")
     return [(pp, pl) for pp in ints(a.npp, "--npp", 65536) for pl in ints(a.npl, "--npl", 256)]
 
 
@@ -123,8 +126,8 @@ def read_steps(path):
 def read_model_from(path):
     try:
         ref = json.load(open(path))
-    except (OSError, ValueError) as e:
-        die("%s: %s" % (path, e))
+    except (OSError, ValueError, RecursionError) as e:
+        die("%s: %s" % (path, type(e).__name__ if isinstance(e, RecursionError) else e))
     if not isinstance(ref, list) or not ref or not isinstance(ref[0], dict) or "model_type" not in ref[0]:
         die("%s: not llama-bench -o json results (an array of objects with model_type)" % path)
     return ref[0]

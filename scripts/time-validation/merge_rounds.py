@@ -19,6 +19,7 @@ import csv
 import json
 import math
 import os
+import tempfile
 import statistics
 import sys
 
@@ -41,17 +42,22 @@ def number(v, where):
 
 
 def write_atomic(out, write):
-    """write(f) into OUT's temporary sibling, renamed over OUT only once complete: no half-written output"""
-    tmp = out + ".tmp"
+    """write(f) into a new temporary file beside OUT, renamed over OUT only once complete: no half-written output. OUT
+    must be a regular file or not exist (a rename would replace a FIFO, a device or a link instead of writing to it)."""
+    if os.path.lexists(out) and (os.path.islink(out) or not os.path.isfile(out)):
+        die("%s: not a regular file (a folder, link, FIFO or device); name a file to write" % out)
+    tmp = None
     try:
-        with open(tmp, "w", newline="") as f:
+        fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp", dir=os.path.dirname(out) or ".")
+        with os.fdopen(fd, "w", newline="") as f:
             write(f)
         os.replace(tmp, out)
     except OSError as e:
-        try:
-            os.remove(tmp)   # a rename that failed (OUT a folder, say) leaves no temporary behind
-        except OSError:
-            pass
+        if tmp:
+            try:
+                os.remove(tmp)   # a rename that failed leaves no temporary behind
+            except OSError:
+                pass
         die("%s: %s" % (out, e))
 
 
@@ -117,8 +123,8 @@ def read_steps(p):
             r["ms"] = float(r["ms"])
         except ValueError:
             die("%s: row %d: ms %r is not a number" % (p, i + 2, r["ms"]))
-        if not math.isfinite(r["ms"]) or r["ms"] < 0:
-            die("%s: row %d: ms %r is not a finite time >= 0" % (p, i + 2, r["ms"]))
+        if not math.isfinite(r["ms"]) or not 0 <= r["ms"] <= 3.6e6:   # an hour: no decode takes longer
+            die("%s: row %d: ms %r is not a time in [0, 3600000]" % (p, i + 2, r["ms"]))
     return rows
 
 
