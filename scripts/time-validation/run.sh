@@ -102,7 +102,8 @@ python3 "$HERE/batched_steps.py" ops "$OUT/scan-ops.csv" $SCAN --n-batch "$B"
 # beside 15 x 256 cells of the other sequences it walks past. The runs above hold 1-3x as many masked as visible
 # cells, too few to price the walk apart from the imbalance of ggml's split-KV threads: fits put 1.8-12 ns on a cell
 # that measured 0.4-0.6 ns (docs/benchmarks.md, 2026-12-04)
-MASKED="--npp 256 --ntg 16 --npl 16 --gen-seqs $NP"
+MASKED_SEQS=16
+MASKED="--npp 256 --ntg 16 --npl $MASKED_SEQS --gen-seqs $NP"
 python3 "$HERE/batched_steps.py" ops "$OUT/masked-ops.csv" $MASKED --n-batch "$B"
 FA1=$([ "$FA" = off ] && echo 0 || echo 1)
 # -lm none: the weights read into memory, as tv-decode-timer loads them (mapped weights were paged out by the host
@@ -127,8 +128,8 @@ for r in $(seq 1 "$ROUNDS"); do
   "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/scan-ops.csv" -o "$OUT/scan-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
   load "scan $r"
-  log "round $r/$ROUNDS: 16 prompts, then $NP sequences decode among the others' cells, timed call by call ($MASKED)"
-  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/masked-ops.csv" -o "$OUT/masked-steps-$r.csv" -c "$CTX" -np 16 "$KVUFLAG" \
+  log "round $r/$ROUNDS: $MASKED_SEQS prompts, then $NP sequences decode among the others' cells, timed call by call ($MASKED)"
+  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/masked-ops.csv" -o "$OUT/masked-steps-$r.csv" -c "$CTX" -np "$MASKED_SEQS" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
   load "masked $r"
   log "round $r/$ROUNDS: real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"

@@ -342,7 +342,7 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     engine E;
     // The weights are read into memory, not mapped (llama-bench -lm none): a host that reclaims cold page cache (DAMON's
-    // pageout scheme on the 2-core VMs) dropped mapped weights between steps and made 44-65 of 259 steps stall 2-4x
+    // pageout scheme on the 2-core VMs) dropped mapped weights between steps and made 44-65 of 177 four-token steps stall 2-4x
     // (docs/benchmarks.md, 2026-12-04); no copy of them stalled once read into anonymous memory.
     llama_model_params mp = llama_model_default_params();
     mp.load_mode = LLAMA_LOAD_MODE_NONE;
