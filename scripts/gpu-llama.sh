@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# llama.cpp's own numbers on a GPU host (issue 24's GPU profiles): llama-bench and llama-batched-bench of the llama.cpp
+# the oracles run (de3ff815), built with CUDA here, where apt and time are cheap, and run on the GPU host, where
+# neither is (nothing installable, 15 minutes of device time): random-weight GGUFs of the shipped presets' shapes
+# (scripts/time-validation/make_model.py; the weight VALUES do not change llama.cpp's speed, the shapes and types do).
+#   scripts/gpu-llama.sh build          here: CUDA build for sm_90 only into $WORK (default /tmp/tv-cuda), then the
+#                                       binaries and their libraries, stripped, into <repo>/gpu-llama (git-ignored;
+#                                       name it in the device call's carry)
+#   scripts/gpu-llama.sh prep DIR       GPU host: the models under DIR (CPU and disk only, so it can run beside
+#                                       scripts/gpu-check.sh): llama-3.1-8b F16 and Q4_K_M (the published tables'
+#                                       types), llama-3.2-1b F16 and Q4_0 (a second model for the transfer check)
+#   scripts/gpu-llama.sh bench DIR OUT  GPU host: llama-bench -o json and llama-batched-bench jsonl on them, into OUT,
+#                                       within LLAMA_BUDGET seconds (default 150)
+# Results are llama-bench's own JSON, what kvsim calibrate reads. Exit status: 0 ok, 1 a step failed, 2 bad usage.
+set -u -o pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
+BIN=${KVSIM_GPU_LLAMA:-$ROOT/gpu-llama}
+
+usage() { echo "usage: $0 build | prep DIR | bench DIR OUT" >&2; exit 2; }
+
+build() {
+    local work=${WORK:-/tmp/tv-cuda} src=${TV_SRC:-/tmp/tv-work/src}
+    [ "$(cat "$src/.commit" 2>/dev/null)" = "$COMMIT" ] || { echo "gpu-llama: no llama.cpp $COMMIT source in $src (scripts/time-validation/build.sh unpacks it)" >&2; exit 1; }
+    # sm_90-real only: one architecture keeps libggml-cuda small enough to travel (64 MiB for the whole tree);
+    # GGML_NATIVE=OFF with AVX2: the GPU host's processor is not this one
+    [ -f "$work/build/CMakeCache.txt" ] || cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DBUILD_SHARED_LIBS=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_CUDA_NCCL=OFF \
+        -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_CCACHE=OFF \
+        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+        -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON > "$work/cmake.log" || exit 1
+    nice -n 10 cmake --build "$work/build" --target llama-bench llama-batched-bench llama-quantize -j "${JOBS:-2}" \
+        > "$work/build.log" || { tail -n 20 "$work/build.log"; exit 1; }
+    rm -rf "$BIN" && mkdir -p "$BIN"
+    cp -L "$work"/build/bin/llama-bench "$work"/build/bin/llama-batched-bench "$work"/build/bin/llama-quantize "$BIN"/
+    cp -a "$work"/build/bin/lib*.so* "$BIN"/   # the soname links too: they point inside the folder
+    find "$BIN" -type f -exec strip --strip-unneeded {} +
+    echo "$COMMIT built $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME"), nvcc $(nvcc --version | grep -o 'release [0-9.]*')" > "$BIN/BUILD"
+    du -sh "$BIN"
+}
+
+prep() {
+    local dir=$1 q=$BIN/llama-quantize t0=$SECONDS
+    mkdir -p "$dir" || exit 1
+    export LD_LIBRARY_PATH=$BIN:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l1b-f16.gguf" --preset llama-3.2-1b || exit 1
+    "$q" "$dir/l1b-f16.gguf" "$dir/l1b-q4_0.gguf" Q4_0 "$(nproc)" > "$dir/quant-l1b.log" 2>&1 || exit 1
+    python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l8b-f16.gguf" --preset llama-3.1-8b || exit 1
+    "$q" "$dir/l8b-f16.gguf" "$dir/l8b-q4km.gguf" Q4_K_M "$(nproc)" > "$dir/quant-l8b.log" 2>&1 || exit 1
+    echo "prep: 4 models in $((SECONDS - t0)) s"
+    touch "$dir/READY"
+}
+
+bench() {
+    local dir=$1 out=$2 fail=0 m t0=$SECONDS budget=${LLAMA_BUDGET:-150}
+    mkdir -p "$out" || exit 1
+    export LD_LIBRARY_PATH=$BIN:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv > "$out/gpu.csv" 2>&1
+    cp "$BIN/BUILD" "$out/build.txt"
+    # step NAME CMD...: CMD's stdout into OUT/NAME, stderr into OUT/NAME.log, within what is left of LLAMA_BUDGET
+    step() {
+        local name=$1 left=$((budget - (SECONDS - t0)))
+        shift
+        [ "$left" -gt 5 ] || { echo "bench: $name skipped, budget spent"; fail=1; return; }
+        timeout --kill-after=5 "$left" "$@" > "$out/$name" 2> "$out/$name.log" || { echo "bench: $name failed ($?)"; fail=1; }
+        echo "bench: $name done at $((SECONDS - t0)) s"
+    }
+    # depth 0: the published tables' pp512-pp8192, tg128, and the 1-64 token prompts a multi-slot server runs (-r 3:
+    # llama-bench's mean and stddev); at depth: prompts and generation over long contexts' K/V. -fa 1: kvsim's GPU model.
+    local common=(-ngl 99 -fa 1 -o json)
+    for m in l8b-f16 l8b-q4km l1b-q4_0; do
+        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; fail=1; continue; }
+        step "bench-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" \
+            -p 1,2,4,8,16,32,64,128,512,1024,4096,8192 -n 128 -r 3
+        step "bench-depth-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p 4,512 -n 128 -d 4096,16384 -r 2
+    done
+    # several sequences in one cache (-kvu), each decoding: the steps of llama-server's -np slots
+    for m in l8b-q4km l8b-f16; do
+        [ -f "$dir/$m.gguf" ] || continue
+        step "batched-$m.jsonl" "$BIN/llama-batched-bench" -m "$dir/$m.gguf" -ngl 99 -fa on -kvu -c 40960 -b 2048 \
+            -ub 512 -npp 512 -ntg 32 -npl 1,2,4,8,16,32,64 --output-format jsonl
+    done
+    return $fail
+}
+
+case "${1:-}" in
+    build) [ $# -eq 1 ] || usage; build ;;
+    prep) [ $# -eq 2 ] || usage; prep "$2" ;;
+    bench) [ $# -eq 3 ] || usage; bench "$2" "$3" ;;
+    *) usage ;;
+esac
