@@ -249,10 +249,10 @@ fi
 HOST_MIB=$(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo)
 MAX_BUF=$((FREE_MIB * 6 / 10))             # K+V of one point (and its copies), below the GPU's free memory
 [ $((HOST_MIB * 7 / 10)) -lt $MAX_BUF ] && MAX_BUF=$((HOST_MIB * 7 / 10))   # kvbench fills K/V on the host first
-note "kvbench max buffer ${MAX_BUF} MiB (GPU free ${FREE_MIB} MiB, host ${HOST_MIB} MiB)"
+[ "$MAX_BUF" -gt 8192 ] && MAX_BUF=8192
+note "kvbench max buffer ${MAX_BUF} MiB (GPU free ${FREE_MIB} MiB, host ${HOST_MIB} MiB, at most 8 GiB)"
 # issue 28's sweep: n_kv 4K-128K, batch 1/8/64 (the goal points are n_kv >= 32K, batch 8-64); K+V over 8 GiB skipped
 # (the host fills them first), the Eigen baseline only on small points (it runs on the CPU)
-[ "$MAX_BUF" -gt 8192 ] && MAX_BUF=8192
 if run_step kvbench_cuda 150 "" "$KVBENCH" sweep --backend cuda --ctx 4096,32768,131072 --batch 1,8,64 \
     --kv-type f16,q8_0,q4_0 --repeats 10 -t "$JOBS" --limit-mib 1024 --max-buffer-mib "$MAX_BUF" --eigen-max-mib 256 \
     --out "$WORK/kvbench-cuda"; then

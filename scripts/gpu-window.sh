@@ -2,13 +2,14 @@
 # One short GPU window (15 minutes of device time, each machine start counted) spent on the GPU, not on compilers:
 # everything is built here and travels in one git-ignored folder, gpu-carry/ (at most 64 MiB with the tree).
 #   scripts/gpu-window.sh prepare    here: kvsim's CUDA build for sm_90 in build-gpu/ (ccache), its four binaries
-#                                    stripped, libfmt, and llama.cpp's CUDA build (scripts/gpu-llama.sh build) packed
-#                                    into gpu-carry/
-#   scripts/gpu-window.sh run OUT    on the GPU host (device call: carry ['gpu-carry']): unpacks, writes the llama.cpp
-#                                    models in the background (CPU and disk), runs scripts/gpu-check.sh on the
-#                                    prebuilt binaries (budget KVSIM_GPU_CHECK_BUDGET, default 300 s), then
-#                                    scripts/gpu-llama.sh bench; OUT gets gpu-check.tar.gz, summary.txt and
-#                                    llama.tar.gz (three of the eight files a device call brings back)
+#                                    stripped, libfmt, and llama.cpp's CUDA build when scripts/gpu-llama.sh build has
+#                                    made it, packed into gpu-carry/
+#   scripts/gpu-window.sh run MODE OUT  on the GPU host (device call: carry ['gpu-carry']), MODE:
+#                                    check  scripts/gpu-check.sh on the prebuilt binaries (budget
+#                                           KVSIM_GPU_CHECK_BUDGET, default 300 s): OUT/gpu-check.tar.gz, summary.txt
+#                                    llama  the llama.cpp models, then scripts/gpu-llama.sh bench: OUT/llama.tar.gz
+#                                    both   check, with the models written beside it (CPU and disk), then the bench
+#                                    (at most three of the eight files a device call brings back)
 # The binaries have this checkout's paths compiled in (KVSIM_SOURCE_DIR, KVSIM_BINARY_DIR: tests find kvsim and the
 # scripts through them); where the GPU host's copy of the tree lies elsewhere, `run` links this path to it.
 set -u -o pipefail
@@ -21,52 +22,91 @@ prepare() {
     [ -f "$ROOT/build-gpu/CMakeCache.txt" ] || CCACHE_BASEDIR=$ROOT cmake -S "$ROOT" -B "$ROOT/build-gpu" -G Ninja \
         -DCMAKE_BUILD_TYPE=Release -DKVSIM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
         > /dev/null || exit 1
-    grep -q "^CMAKE_CUDA_COMPILER:" "$ROOT/build-gpu/CMakeCache.txt" || { echo "gpu-window: no nvcc, no CUDA build" >&2; exit 1; }
+    grep -q "^CMAKE_CUDA_FLAGS_RELEASE:" "$ROOT/build-gpu/CMakeCache.txt" || { echo "gpu-window: no nvcc, no CUDA build" >&2; exit 1; }
     nice -n 5 ninja -C "$ROOT/build-gpu" "${BINS[@]}" > /dev/null || exit 1
     rm -rf "$CARRY" && mkdir -p "$CARRY/bin"
     for b in "${BINS[@]}"; do strip -o "$CARRY/bin/$b" "$ROOT/build-gpu/$b"; done
     echo "kvsim $(git -C "$ROOT" describe --always --dirty) built $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME") for sm_90, source $ROOT" \
         > "$CARRY/bin/PREBUILT"
     cp -L "$(ldd "$ROOT/build-gpu/kvsim" | awk '/libfmt/ {print $3}')" "$CARRY/bin/"
-    tar czf "$CARRY/kvsim-bin.tar.gz" -C "$CARRY" bin && rm -rf "$CARRY/bin"
-    [ -f "$ROOT/gpu-llama/BUILD" ] || "$ROOT/scripts/gpu-llama.sh" build || exit 1
-    tar czf "$CARRY/gpu-llama.tar.gz" -C "$ROOT" gpu-llama
+    # xz -9: its 64 MiB window folds the four copies of the same CUDA fatbin (13 MB each) into one
+    XZ_OPT=-9 tar cJf "$CARRY/kvsim-bin.tar.xz" -C "$CARRY" bin && rm -rf "$CARRY/bin"
+    if [ -f "$ROOT/gpu-llama/BUILD" ]; then
+        XZ_OPT=-9 tar cJf "$CARRY/gpu-llama.tar.xz" -C "$ROOT" gpu-llama
+    else
+        echo "gpu-window: llama.cpp not built yet (scripts/gpu-llama.sh build, about an hour on 2 cores): 'run check' only"
+    fi
     local tree
     tree=$(git -C "$ROOT" ls-files -z | (cd "$ROOT" && xargs -0 du -cb) | tail -n1 | cut -f1)
     echo "gpu-carry: $(du -sb "$CARRY" | cut -f1) bytes, tree $tree bytes (64 MiB = 67108864 in all)"
     ls -l "$CARRY"
 }
 
-run() {
-    local out=$1 src models=/tmp/kvsim-gpu-models t0=$SECONDS rc=0
-    mkdir -p "$out" || exit 2
-    out=$(cd "$out" && pwd)
+# unpack WHAT...: the packed folders (kvsim, llama) into place; kvsim's binaries into build-gpu/, with this
+# checkout's path linked to where the binaries were built when that differs
+unpack() {
+    local w src
     cd "$ROOT" || exit 2
-    tar xzf "$CARRY/kvsim-bin.tar.gz" -C "$CARRY" && tar xzf "$CARRY/gpu-llama.tar.gz" -C "$ROOT" || exit 1
-    src=$(sed -n 's/.*, source //p' "$CARRY/bin/PREBUILT")
-    if [ -n "$src" ] && [ "$src" != "$ROOT" ] && [ ! -e "$src" ]; then
-        mkdir -p "$(dirname "$src")" && ln -s "$ROOT" "$src"
-    fi
-    rm -rf "$ROOT/build-gpu" && mkdir -p "$ROOT/build-gpu"
-    cp -a "$CARRY"/bin/* "$ROOT/build-gpu/"
-    echo "window: unpacked in $((SECONDS - t0)) s; this tree is $ROOT, the binaries' is ${src:-?}"
-    nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
-    ( "$ROOT/scripts/gpu-llama.sh" prep "$models" > "$out/prep.log" 2>&1 & )
+    for w in "$@"; do
+        # Python's tarfile: the GPU host's image may lack xz
+        case $w in
+            kvsim) python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+                       "$CARRY/kvsim-bin.tar.xz" "$CARRY" || exit 1
+                   src=$(sed -n 's/.*, source //p' "$CARRY/bin/PREBUILT")
+                   if [ -n "$src" ] && [ "$src" != "$ROOT" ] && [ ! -e "$src" ]; then
+                       mkdir -p "$(dirname "$src")" && ln -s "$ROOT" "$src"
+                   fi
+                   rm -rf "$ROOT/build-gpu" && mkdir -p "$ROOT/build-gpu" && cp -a "$CARRY"/bin/* "$ROOT/build-gpu/"
+                   echo "window: kvsim unpacked; this tree is $ROOT, the binaries' is ${src:-?}" ;;
+            llama) python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+                       "$CARRY/gpu-llama.tar.xz" "$ROOT" || exit 1
+                   echo "window: llama.cpp unpacked: $(cat "$ROOT/gpu-llama/BUILD")" ;;
+        esac
+    done
+}
+
+check() {
+    local out=$1
     KVSIM_GPU_PREBUILT=1 KVSIM_GPU_LIBDIR=$ROOT/build-gpu KVSIM_GPU_BUILD_DIR=$ROOT/build-gpu \
-        KVSIM_GPU_CHECK_BUDGET=${KVSIM_GPU_CHECK_BUDGET:-300} "$ROOT/scripts/gpu-check.sh" "$out" || rc=1
-    echo "window: gpu-check done at $((SECONDS - t0)) s (rc $rc); waiting for the models"
-    while [ ! -f "$models/READY" ] && pgrep -f "gpu-llama.sh prep" > /dev/null; do sleep 2; done
-    echo "window: models ready at $((SECONDS - t0)) s: $(tail -n1 "$out/prep.log")"
+        KVSIM_GPU_CHECK_BUDGET=${KVSIM_GPU_CHECK_BUDGET:-300} "$ROOT/scripts/gpu-check.sh" "$out"
+}
+
+llama() {
+    local out=$1 models=/tmp/kvsim-gpu-models rc=0
     mkdir -p "$out/llama"
+    "$ROOT/scripts/gpu-llama.sh" prep "$models" > "$out/llama/prep.log" 2>&1 || rc=1
+    echo "window: models at $SECONDS s: $(tail -n1 "$out/llama/prep.log")"
     "$ROOT/scripts/gpu-llama.sh" bench "$models" "$out/llama" || rc=1
-    mv "$out/prep.log" "$out/llama/"
     tar czf "$out/llama.tar.gz" -C "$out" llama && rm -rf "$out/llama"
-    echo "window: done at $((SECONDS - t0)) s, rc $rc"
     return $rc
 }
 
+# MODE OUT: check (kvsim), llama (llama.cpp), or both: the models are written beside gpu-check (CPU and disk only)
+window() {
+    local mode=$1 out=$2 rc=0 models=/tmp/kvsim-gpu-models
+    mkdir -p "$out" || exit 2
+    out=$(cd "$out" && pwd)
+    nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
+    case $mode in
+        check) unpack kvsim; check "$out" || rc=1 ;;
+        llama) unpack llama; llama "$out" || rc=1 ;;
+        both)  unpack kvsim llama
+               ( "$ROOT/scripts/gpu-llama.sh" prep "$models" > "$out/prep.log" 2>&1 & )
+               check "$out" || rc=1
+               echo "window: gpu-check done at $SECONDS s (rc $rc); waiting for the models"
+               while [ ! -f "$models/READY" ] && pgrep -f "gpu-llama.sh prep" > /dev/null; do sleep 2; done
+               mkdir -p "$out/llama" && mv "$out/prep.log" "$out/llama/"
+               "$ROOT/scripts/gpu-llama.sh" bench "$models" "$out/llama" || rc=1
+               tar czf "$out/llama.tar.gz" -C "$out" llama && rm -rf "$out/llama" ;;
+    esac
+    echo "window: $mode done at $SECONDS s, rc $rc"
+    return $rc
+}
+
+usage() { echo "usage: $0 prepare | run check|llama|both OUT" >&2; exit 2; }
 case "${1:-}" in
-    prepare) [ $# -eq 1 ] || { echo "usage: $0 prepare | run OUT" >&2; exit 2; }; prepare ;;
-    run) [ $# -eq 2 ] || { echo "usage: $0 prepare | run OUT" >&2; exit 2; }; run "$2" ;;
-    *) echo "usage: $0 prepare | run OUT" >&2; exit 2 ;;
+    prepare) [ $# -eq 1 ] || usage; prepare ;;
+    run) [ $# -eq 3 ] || usage
+         case $2 in check|llama|both) window "$2" "$3" ;; *) usage ;; esac ;;
+    *) usage ;;
 esac
