@@ -41,6 +41,18 @@ CARDS = [
      46068, "7d5af52/LLaMA%203/Professional%20GPUs/L40S_v3.ipynb", 2834, "2024-05", False),
 ]
 
+# Cards this project measured (scripts/gpu-llama.sh on a GPU host the device tool lent; llama-bench -o json kept verbatim
+# in tests/data/llama-bench/): name, label, file prefix, datasheet (GB/s, TFLOP/s, citation), nvidia-smi MiB, date.
+# Files: PREFIX-llama3.1-8b-{q4km,f16}.json (the fit: depth 0 and the -d runs), PREFIX-llama3.2-1b-q4_0.json (another
+# model, predicted by the fit: the transfer check).
+MEASURED = [
+    ("h200", "H200 141 GB", "h200", (4800, 989, "4.8 TB/s HBM3e, 989 TFLOP/s dense FP16 (NVIDIA H200 datasheet)"), 143771,
+     "2026-12-04"),
+]
+# The llama.cpp of those runs: the oracles' commit, built by scripts/gpu-llama.sh from a git archive (so llama-bench's
+# build_commit says "unknown")
+MEASURED_BUILD = "de3ff815"
+
 # Derived cards: (name, label, from, GB/s, TFLOP/s, MiB, datasheet citation).
 DERIVED = [
     ("h100-sxm", "H100 SXM 80 GB", "h100-pcie", 3350, 989, 81559,
@@ -129,6 +141,59 @@ def fit_card(kvsim, tmp, card, float_speedup):
     return p
 
 
+def json_rows(srcs, keep, out):
+    """Join llama-bench -o json files into one, keeping the results keep(result) accepts."""
+    rows = []
+    for src in srcs:
+        with open(os.path.join(ROOT, src)) as f:
+            rows += [r for r in json.load(f) if keep(r)]
+    with open(out, "w") as o:
+        json.dump(rows, o)
+
+
+def fit_measured(kvsim, tmp, card):
+    """A card measured here: fit on depth 0, predict the -d runs (held-out split); the shipped fit on all of the 8B's
+    results (calibrate's leave-one-out); the shipped fit predicting another model (transfer)."""
+    name, label, prefix, (gbs, tflops, cite), mib, date = card
+    base = os.path.join(tmp, name + "-datasheet.json")
+    with open(base, "w") as f:
+        json.dump({"name": name, "source": "datasheet", "bandwidth_gbs": gbs, "peak_tflops": tflops, "memory_mib": mib,
+                   "float_gemm_speedup": 1.0}, f)
+    srcs = [f"{DATA}/{prefix}-llama3.1-8b-{w}.json" for w in ("q4km", "f16")]
+    other = f"{DATA}/{prefix}-llama3.2-1b-q4_0.json"
+    fit_rows, held_rows = os.path.join(tmp, name + "-d0.json"), os.path.join(tmp, name + "-deep.json")
+    json_rows(srcs, lambda r: r["n_depth"] == 0, fit_rows)
+    json_rows(srcs, lambda r: r["n_depth"] > 0, held_rows)
+    half = os.path.join(tmp, name + "-half.json")
+    run(kvsim, ["calibrate", fit_rows, "--model", "llama-3.1-8b", "--device", base, "-o", half])
+    h_med, h_max = errors(run(kvsim, ["calibrate", held_rows, "--model", "llama-3.1-8b", "--device", half, "--predict"]))
+    out = os.path.join(tmp, name + ".json")
+    run(kvsim, ["calibrate", *srcs, "--model", "llama-3.1-8b", "--device", base, "--name", name, "-o", out])
+    t_med, t_max = errors(run(kvsim, ["calibrate", other, "--model", "llama-3.2-1b", "--device", out, "--predict"]))
+    with open(out) as f:
+        p = json.load(f)
+    c = p["calibration"]
+    loo = c["held_out"]
+    c["files"] = srcs
+    c["base_device"] = f"{name} datasheet ({cite})"
+    c["sources"] = [{"url": "measured by this project: scripts/gpu-llama.sh on a lent " + label.split()[0] + " (" + ", ".join(srcs) +
+                     ")", "llama_cpp_build": MEASURED_BUILD, "date": date}]
+    p["host_link_gbs"] = HOST_LINK[name]
+    c["held_out_split"] = {"fit": "depth 0", "predicted": "depth 4096 and 16384", "median_abs_error": h_med,
+                           "max_abs_error": h_max}
+    c["transfer"] = {"model": "llama-3.2-1b", "file": other, "median_abs_error": t_med, "max_abs_error": t_max}
+    p["source"] = f"calibrated from llama-bench results measured on an {label.split()[0]} (llama.cpp {MEASURED_BUILD}, {date})"
+    p["description"] = (
+        f"{label} fitted by kvsim calibrate on {c['results']} llama-bench results this project measured on the card "
+        f"(llama.cpp {MEASURED_BUILD} built with CUDA for sm_90, -fa 1, f16 K/V, random-weight Llama-3.1-8B-shaped GGUFs "
+        f"in Q4_K_M and F16; prompts of 1-8192 tokens, tg128/tg512, and pp4/pp512/tg128 at depths 4096 and 16384; "
+        f"{', '.join(srcs)}). Held out (fit on depth 0, predict the depth runs): median |error| {100 * h_med:.1f} %, max "
+        f"{100 * h_max:.1f} %; leave-one-out over all {loo['results']}: median {100 * loo['median_abs_error']:.1f} %, max "
+        f"{100 * loo['max_abs_error']:.1f} %; another model (Llama-3.2-1B Q4_0, {other}) predicted by this fit: median "
+        f"{100 * t_med:.1f} %, max {100 * t_max:.1f} %.")
+    return p
+
+
 def derive(profiles, d):
     """A card with no public table: the fitted efficiencies of a sibling card on this card's datasheet."""
     name, label, src, gbs, tflops, mib, cite = d
@@ -168,8 +233,11 @@ def main():
             profiles[card[0]] = fit_card(kvsim, tmp, card, median)
             if card[-1]:
                 speedups.append(profiles[card[0]]["float_gemm_speedup"])
+        for card in MEASURED:
+            profiles[card[0]] = fit_measured(kvsim, tmp, card)
     for d in DERIVED:
-        profiles[d[0]] = derive(profiles, d)
+        if d[0] not in profiles:
+            profiles[d[0]] = derive(profiles, d)
     with open(out, "w") as f:
         json.dump({"generated_by": "scripts/fit-shipped-profiles.py", "profiles": list(profiles.values())}, f, indent=1,
                   sort_keys=True)

@@ -39,10 +39,22 @@ build() {
     du -sh "$BIN"
 }
 
+# The libraries llama.cpp's CUDA build loads: ours, then CUDA's (cuBLAS may live outside /usr/local/cuda's lib64 on
+# the GPU host's image, e.g. in a Python wheel: any missing one is looked up under /usr/local and /opt)
+lib_path() {
+    export LD_LIBRARY_PATH=$BIN:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    local lib dir
+    for lib in $(ldd "$BIN/libggml-cuda.so" | awk '/not found/ {print $1}'); do
+        dir=$(find /usr/local /opt -name "$lib" -print -quit 2>/dev/null)
+        if [ -n "$dir" ]; then LD_LIBRARY_PATH=$(dirname "$dir"):$LD_LIBRARY_PATH; else echo "gpu-llama: $lib not found" >&2; fi
+    done
+}
+
 prep() {
     local dir=$1 q=$BIN/llama-quantize t0=$SECONDS
     mkdir -p "$dir" || exit 1
-    export LD_LIBRARY_PATH=$BIN:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    lib_path
+    df -h "$dir" | tail -n1
     python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l1b-f16.gguf" --preset llama-3.2-1b || exit 1
     "$q" "$dir/l1b-f16.gguf" "$dir/l1b-q4_0.gguf" Q4_0 "$(nproc)" > "$dir/quant-l1b.log" 2>&1 || exit 1
     python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l8b-f16.gguf" --preset llama-3.1-8b || exit 1
@@ -54,7 +66,7 @@ prep() {
 bench() {
     local dir=$1 out=$2 fail=0 m t0=$SECONDS budget=${LLAMA_BUDGET:-150}
     mkdir -p "$out" || exit 1
-    export LD_LIBRARY_PATH=$BIN:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    lib_path
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv > "$out/gpu.csv" 2>&1
     cp "$BIN/BUILD" "$out/build.txt"
     # step NAME CMD...: CMD's stdout into OUT/NAME, stderr into OUT/NAME.log, within what is left of LLAMA_BUDGET
@@ -65,21 +77,29 @@ bench() {
         timeout --kill-after=5 "$left" "$@" > "$out/$name" 2> "$out/$name.log" || { echo "bench: $name failed ($?)"; fail=1; }
         echo "bench: $name done at $((SECONDS - t0)) s"
     }
-    # depth 0: the published tables' pp512-pp8192, tg128, and the 1-64 token prompts a multi-slot server runs (-r 3:
-    # llama-bench's mean and stddev); at depth: prompts and generation over long contexts' K/V. -fa 1: kvsim's GPU model.
-    local common=(-ngl 99 -fa 1 -o json)
+    # In order of worth, so a short budget drops the last ones. Depth 0: the published tables' pp512-pp8192 and tg128
+    # (tg512 too for the 8B: the published tables' tg), and the 1-64 token prompts a multi-slot server runs (-r 3:
+    # llama-bench's mean and stddev); at depth: prompts and generation over long contexts' K/V. -fa 1: kvsim's GPU
+    # model; the 8B F16 once more with -fa 0 (what flash attention is worth there).
+    local common=(-ngl 99 -fa 1 -o json) pp=1,2,4,8,16,32,64,128,512,1024,4096,8192 missing=0
     for m in l8b-f16 l8b-q4km l1b-q4_0; do
-        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; fail=1; continue; }
-        step "bench-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" \
-            -p 1,2,4,8,16,32,64,128,512,1024,4096,8192 -n 128 -r 3
-        step "bench-depth-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p 4,512 -n 128 -d 4096,16384 -r 2
+        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; missing=1; }
     done
+    [ $missing -eq 0 ] || return 1
+    step bench-l8b-f16.json "$BIN/llama-bench" -m "$dir/l8b-f16.gguf" "${common[@]}" -p $pp -n 128,512 -r 3
+    step bench-l8b-q4km.json "$BIN/llama-bench" -m "$dir/l8b-q4km.gguf" "${common[@]}" -p $pp -n 128,512 -r 3
+    step bench-depth-l8b-f16.json "$BIN/llama-bench" -m "$dir/l8b-f16.gguf" "${common[@]}" -p 4,512 -n 128 -d 4096,16384 -r 2
+    step bench-depth-l8b-q4km.json "$BIN/llama-bench" -m "$dir/l8b-q4km.gguf" "${common[@]}" -p 4,512 -n 128 -d 4096,16384 -r 2
     # several sequences in one cache (-kvu), each decoding: the steps of llama-server's -np slots
     for m in l8b-q4km l8b-f16; do
-        [ -f "$dir/$m.gguf" ] || continue
         step "batched-$m.jsonl" "$BIN/llama-batched-bench" -m "$dir/$m.gguf" -ngl 99 -fa on -kvu -c 40960 -b 2048 \
             -ub 512 -npp 512 -ntg 32 -npl 1,2,4,8,16,32,64 --output-format jsonl
     done
+    # a second model for the transfer check (a profile fitted on the 8B predicting the 1B)
+    step bench-l1b-q4_0.json "$BIN/llama-bench" -m "$dir/l1b-q4_0.gguf" "${common[@]}" -p $pp -n 128 -r 3
+    step bench-depth-l1b-q4_0.json "$BIN/llama-bench" -m "$dir/l1b-q4_0.gguf" "${common[@]}" -p 4,512 -n 128 -d 4096,16384 -r 2
+    step bench-fa0-l8b-f16.json "$BIN/llama-bench" -m "$dir/l8b-f16.gguf" -ngl 99 -fa 0 -o json -p 4,512,4096 -n 128 \
+        -d 0,16384 -r 2
     return $fail
 }
 

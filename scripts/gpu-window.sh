@@ -65,6 +65,17 @@ unpack() {
     done
 }
 
+# Where the models go (21 GB for the 8B's two types): the roomiest of the tree's disk, /tmp and /root
+models_dir() {
+    local d a best=$ROOT best_kb=0
+    for d in "$ROOT" /tmp /root; do
+        a=$(df -Pk "$d" 2> /dev/null | awk 'NR == 2 {print $4}')
+        [ "${a:-0}" -gt "$best_kb" ] && best=$d && best_kb=$a
+    done
+    echo "window: models in $best/gpu-models ($((best_kb / 1048576)) GiB free there)" >&2
+    echo "$best/gpu-models"
+}
+
 check() {
     local out=$1
     KVSIM_GPU_PREBUILT=1 KVSIM_GPU_LIBDIR=$ROOT/build-gpu KVSIM_GPU_BUILD_DIR=$ROOT/build-gpu \
@@ -72,7 +83,8 @@ check() {
 }
 
 llama() {
-    local out=$1 models=/tmp/kvsim-gpu-models rc=0
+    local out=$1 models rc=0
+    models=$(models_dir)
     mkdir -p "$out/llama"
     "$ROOT/scripts/gpu-llama.sh" prep "$models" > "$out/llama/prep.log" 2>&1 || rc=1
     echo "window: models at $SECONDS s: $(tail -n1 "$out/llama/prep.log")"
@@ -83,7 +95,8 @@ llama() {
 
 # MODE OUT: check (kvsim), llama (llama.cpp), or both: the models are written beside gpu-check (CPU and disk only)
 window() {
-    local mode=$1 out=$2 rc=0 models=/tmp/kvsim-gpu-models
+    local mode=$1 out=$2 rc=0 models
+    models=$(models_dir)
     mkdir -p "$out" || exit 2
     out=$(cd "$out" && pwd)
     nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
