@@ -23,12 +23,14 @@ build() {
     local work=${WORK:-/tmp/tv-cuda} src=${TV_SRC:-/tmp/tv-work/src}
     [ "$(cat "$src/.commit" 2>/dev/null)" = "$COMMIT" ] || { echo "gpu-llama: no llama.cpp $COMMIT source in $src (scripts/time-validation/build.sh unpacks it)" >&2; exit 1; }
     # sm_90-real only: one architecture keeps libggml-cuda small enough to travel (64 MiB for the whole tree);
-    # GGML_NATIVE=OFF with AVX2: the GPU host's processor is not this one
+    # GGML_NATIVE=OFF with AVX2: the GPU host's processor is not this one; --allow-shlib-undefined: libggml-cuda needs
+    # the driver's libcuda.so.1, which only the GPU host has
     [ -f "$work/build/CMakeCache.txt" ] || cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_SHARED_LIBS=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -DGGML_CUDA_NCCL=OFF \
         -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_CCACHE=OFF \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON > "$work/cmake.log" || exit 1
+        -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined \
+        > "$work/cmake.log" || exit 1
     nice -n 10 cmake --build "$work/build" --target llama-bench llama-batched-bench llama-quantize -j "${JOBS:-2}" \
         > "$work/build.log" || { tail -n 20 "$work/build.log"; exit 1; }
     rm -rf "$BIN" && mkdir -p "$BIN"
@@ -55,10 +57,12 @@ prep() {
     mkdir -p "$dir" || exit 1
     lib_path
     df -h "$dir" | tail -n1
-    python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l1b-f16.gguf" --preset llama-3.2-1b || exit 1
-    "$q" "$dir/l1b-f16.gguf" "$dir/l1b-q4_0.gguf" Q4_0 "$(nproc)" > "$dir/quant-l1b.log" 2>&1 || exit 1
     python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l8b-f16.gguf" --preset llama-3.1-8b || exit 1
     "$q" "$dir/l8b-f16.gguf" "$dir/l8b-q4km.gguf" Q4_K_M "$(nproc)" > "$dir/quant-l8b.log" 2>&1 || exit 1
+    echo "prep: 8B models in $((SECONDS - t0)) s"
+    python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l1b-f16.gguf" --preset llama-3.2-1b || exit 1
+    "$q" "$dir/l1b-f16.gguf" "$dir/l1b-q4_0.gguf" Q4_0 "$(nproc)" > "$dir/quant-l1b.log" 2>&1 || exit 1
+    rm -f "$dir/l1b-f16.gguf"
     echo "prep: 4 models in $((SECONDS - t0)) s"
     touch "$dir/READY"
 }
