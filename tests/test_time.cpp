@@ -221,13 +221,25 @@ TEST_CASE("profile_warnings: another model shape, other weight types, other K/V 
 }
 
 TEST_CASE("shipped profiles: the default is calibrated, the rooflines named as such, every time's accuracy said") {
-    // the default device (replay_options) is a derived profile, not a datasheet roofline
+    // the default device (replay_options) is fitted to llama-bench results measured on an H200 (2026-12-04,
+    // tests/data/llama-bench/h200-*: 20 results of each of two weight types), not derived from another card
     const device_profile h200 = replay_options{}.device;
     CHECK(h200.name == "h200");
-    CHECK(h200.derived_from == "h100-pcie");
+    CHECK(h200.derived_from.empty());
     CHECK(h200.bandwidth_gbs == 4800);
-    CHECK(h200.weight_read_fraction == device_preset("h100-pcie").weight_read_fraction);
-    CHECK(time_accuracy_note(h200).rfind("derived from h100-pcie, not validated on this card; h100-pcie's held-out error ", 0) == 0);
+    CHECK(h200.source == "calibrated from llama-bench results measured on an H200 (llama.cpp de3ff815, 2026-12-04)");
+    CHECK(h200.held_out.results == 40);
+    CHECK(h200.several_sequences.median_abs >= 0);   // the llama-batched-bench runs, predicted by the fit
+    const std::string h200_note = time_accuracy_note(h200);
+    CHECK(h200_note.rfind("held-out error ", 0) == 0);
+    CHECK(h200_note.find("(leave-one-out, 40 llama-bench results of one sequence; several sequences in one cache "
+                         "(llama-batched-bench): ") != std::string::npos);
+    CHECK(time_accuracy_json(h200).contains("several_sequences"));
+    // the H100 SXM still has no table of its own: derived from the H100 PCIe's fit
+    const device_profile sxm = device_preset("h100-sxm");
+    CHECK(sxm.derived_from == "h100-pcie");
+    CHECK(sxm.weight_read_fraction == device_preset("h100-pcie").weight_read_fraction);
+    CHECK(time_accuracy_note(sxm).rfind("derived from h100-pcie, not validated on this card; h100-pcie's held-out error ", 0) == 0);
     // every fitted profile records the leave-one-out error of its fit, which the note quotes
     for (const auto & n : device_preset_names(true)) {
         CAPTURE(n);
@@ -260,6 +272,18 @@ TEST_CASE("shipped profiles: the default is calibrated, the rooflines named as s
     nlohmann::json bad = nlohmann::json::parse(device_preset_json("rtx-3090"));
     bad["calibration"]["held_out"]["median_abs_error"] = "low";
     CHECK_THROWS_AS(parse_device_profile(bad, "p.json"), input_error);
+    // and so is several_sequences: an object with a median and a max not below it
+    for (const char * text : {R"("x")", R"({"max_abs_error": 0.1})", R"({"median_abs_error": 0.2, "max_abs_error": 0.1})",
+                              R"({"median_abs_error": -0.1})", R"({"median_abs_error": "low"})"}) {
+        CAPTURE(text);
+        nlohmann::json b = nlohmann::json::parse(device_preset_json("rtx-3090"));
+        b["calibration"]["several_sequences"] = nlohmann::json::parse(text);
+        CHECK_THROWS_AS(parse_device_profile(b, "p.json"), input_error);
+    }
+    nlohmann::json ok = nlohmann::json::parse(device_preset_json("rtx-3090"));
+    ok["calibration"]["several_sequences"] = {{"median_abs_error", 0.103}, {"max_abs_error", 0.364}, {"files", {"a.jsonl"}}};
+    CHECK(time_accuracy_note(parse_device_profile(ok, "p.json")).ends_with(
+        "; several sequences in one cache (llama-batched-bench): 10.3 % median, 36.4 % max)"));
 }
 
 TEST_CASE("bench_coverage: the llama-bench command for the calls a replay made, by hand") {

@@ -108,6 +108,19 @@ std::vector<std::string> split_plus(const std::string & w) {
     }
     return v;
 }
+// calibration.several_sequences: its two errors (its other fields, e.g. files, are notes).
+void read_several_sequences(const nlohmann::json & c, const std::string & where, device_profile & d) {
+    if (!c.contains("several_sequences")) return;
+    const auto & m = c["several_sequences"];
+    const std::string w = where + ": calibration.several_sequences";
+    if (!m.is_object()) throw input_error(where, 0, json_text(m), "field calibration.several_sequences must be an object");
+    if (!m.contains("median_abs_error")) throw input_error(w, 0, json_text(m), "field median_abs_error is missing");
+    d.several_sequences.median_abs = number(m, "median_abs_error", w, -1, {0, 1e3, false});
+    d.several_sequences.max_abs = number(m, "max_abs_error", w, d.several_sequences.median_abs, {0, 1e3, false});
+    if (d.several_sequences.max_abs < d.several_sequences.median_abs) {
+        throw input_error(w, 0, json_text(m["max_abs_error"]), "field max_abs_error is below median_abs_error");
+    }
+}
 // The "calibration" object's model, weights ("q4_K_M + f16") and K/V types ("f16/f16"), when present; other fields are notes.
 void read_calibration(const nlohmann::json & j, const std::string & where, device_profile & d) {
     if (!j.contains("calibration")) return;
@@ -120,6 +133,7 @@ void read_calibration(const nlohmann::json & j, const std::string & where, devic
     d.calibrated_weights = split_plus(c.value("weights", ""));
     d.calibrated_kv = split_plus(c.value("kv", ""));
     d.derived_from = printable(c, "derived_from", where + ": calibration");
+    read_several_sequences(c, where, d);
     if (!c.contains("held_out")) return;
     const auto & h = c["held_out"];
     if (!h.is_object()) throw input_error(where, 0, json_text(h), "field calibration.held_out must be an object");
@@ -192,10 +206,13 @@ std::string time_accuracy_note(const device_profile & d) {
     if (d.source.starts_with("estimate")) return "an estimate, not validated: calibrate your own (kvsim calibrate) or use --device host" + over;
     std::string s;
     if (d.held_out.median_abs >= 0) {
-        s = fmt::format("{}held-out error {:.1f} % median, {:.1f} % max ({}, {} llama-bench results of one sequence; server "
-                        "steps of several sequences not validated)", d.derived_from.empty() ? "" : d.derived_from + "'s ",
-                        100 * d.held_out.median_abs, 100 * d.held_out.max_abs,
-                        d.held_out.method.empty() ? "method not recorded" : d.held_out.method, d.held_out.results);
+        const auto & m = d.several_sequences;
+        const std::string several = m.median_abs < 0 ? "server steps of several sequences not validated"
+                                                     : fmt::format("several sequences in one cache (llama-batched-bench): "
+                                                                   "{:.1f} % median, {:.1f} % max", 100 * m.median_abs, 100 * m.max_abs);
+        s = fmt::format("{}held-out error {:.1f} % median, {:.1f} % max ({}, {} llama-bench results of one sequence; {})",
+                        d.derived_from.empty() ? "" : d.derived_from + "'s ", 100 * d.held_out.median_abs, 100 * d.held_out.max_abs,
+                        d.held_out.method.empty() ? "method not recorded" : d.held_out.method, d.held_out.results, several);
     } else {
         s = "no held-out error recorded in the profile";
     }
@@ -210,6 +227,9 @@ nlohmann::json time_accuracy_json(const device_profile & d) {
     if (d.held_out.median_abs >= 0) {
         j["held_out"] = {{"method", d.held_out.method}, {"results", d.held_out.results},
                          {"median_abs_error", d.held_out.median_abs}, {"max_abs_error", d.held_out.max_abs}};
+    }
+    if (d.several_sequences.median_abs >= 0) {
+        j["several_sequences"] = {{"median_abs_error", d.several_sequences.median_abs}, {"max_abs_error", d.several_sequences.max_abs}};
     }
     return j;
 }

@@ -75,6 +75,11 @@ struct device_profile {
         size_t results = 0;
         double median_abs = -1, max_abs = -1;
     } held_out{};
+    // calibration.several_sequences: the error on results of several sequences in one cache (llama-batched-bench
+    // -kvu: llama-server's -np steps), predicted by the fit (median < 0: none recorded)
+    struct several_sequences_error {
+        double median_abs = -1, max_abs = -1;
+    } several_sequences{};
     std::string derived_from{};   // calibration.derived_from: a card whose fit this profile reuses (not validated here)
     bool overridden = false;      // --bandwidth-gbs / --tflops replaced a number the provenance vouches for
 
