@@ -9,6 +9,7 @@
 #   scripts/gpu-llama.sh prep DIR       GPU host: the models under DIR (CPU and disk only, so it can run beside
 #                                       scripts/gpu-check.sh): llama-3.1-8b F16 and Q4_K_M (the published tables'
 #                                       types), llama-3.2-1b F16 and Q4_0 (a second model for the transfer check)
+#   scripts/gpu-llama.sh prep-types DIR, bench-types DIR OUT: the second set (more weight types and models, below)
 #   scripts/gpu-llama.sh bench DIR OUT  GPU host: llama-bench -o json and llama-batched-bench jsonl on them, into OUT,
 #                                       within LLAMA_BUDGET seconds (default 150)
 # Results are llama-bench's own JSON, what kvsim calibrate reads. Exit status: 0 ok, 1 a step failed, 2 bad usage.
@@ -17,7 +18,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 BIN=${KVSIM_GPU_LLAMA:-$ROOT/gpu-llama}
 
-usage() { echo "usage: $0 build | prep DIR | bench DIR OUT" >&2; exit 2; }
+usage() { echo "usage: $0 build | prep DIR | bench DIR OUT | prep-types DIR | bench-types DIR OUT" >&2; exit 2; }
 
 build() {
     local work=${WORK:-/tmp/tv-cuda} src=${TV_SRC:-/tmp/tv-work/src}
@@ -107,9 +108,53 @@ bench() {
     return $fail
 }
 
+# The second set ("types"): what a fit across models and weight types needs (one profile for a card, whatever the
+# GGUF): the 8B in Q4_0 and Q8_0, the 1B in F16, Q4_K_M and Q8_0, Qwen2.5-0.5B in F16 and Q4_0; and the 8B's F16 and
+# Q4_K_M once more, for the spread between two runs.
+quant() {   # quant DIR F16NAME OUTNAME TYPE
+    "$BIN/llama-quantize" "$1/$2.gguf" "$1/$3.gguf" "$4" "$(nproc)" > "$1/quant-$3.log" 2>&1
+}
+prep_types() {
+    local dir=$1 t0=$SECONDS
+    mkdir -p "$dir" || exit 1
+    lib_path
+    [ -f "$dir/l8b-f16.gguf" ] || python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l8b-f16.gguf" --preset llama-3.1-8b || exit 1
+    [ -f "$dir/l8b-q4km.gguf" ] || quant "$dir" l8b-f16 l8b-q4km Q4_K_M || exit 1
+    quant "$dir" l8b-f16 l8b-q4_0 Q4_0 && quant "$dir" l8b-f16 l8b-q8_0 Q8_0 || exit 1
+    python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l1b-f16.gguf" --preset llama-3.2-1b || exit 1
+    quant "$dir" l1b-f16 l1b-q4km Q4_K_M && quant "$dir" l1b-f16 l1b-q8_0 Q8_0 || exit 1
+    python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/q05-f16.gguf" --preset qwen2.5-0.5b || exit 1
+    quant "$dir" q05-f16 q05-q4_0 Q4_0 || exit 1
+    echo "prep types: models in $((SECONDS - t0)) s"
+    touch "$dir/READY"
+}
+bench_types() {
+    local dir=$1 out=$2 fail=0 m t0=$SECONDS budget=${LLAMA_BUDGET:-240}
+    mkdir -p "$out" || exit 1
+    lib_path
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv > "$out/gpu.csv" 2>&1
+    cp "$BIN/BUILD" "$out/build.txt"
+    step() {
+        local name=$1 left=$((budget - (SECONDS - t0)))
+        shift
+        [ "$left" -gt 5 ] || { echo "bench: $name skipped, budget spent"; fail=1; return; }
+        timeout --kill-after=5 "$left" "$@" > "$out/$name" 2> "$out/$name.log" || { echo "bench: $name failed ($?)"; fail=1; }
+        echo "bench: $name done at $((SECONDS - t0)) s"
+    }
+    local common=(-ngl 99 -fa 1 -o json) pp=1,2,4,8,16,64,512,4096
+    for m in l8b-q4_0 l8b-q8_0 l1b-f16 l1b-q4km l1b-q8_0 q05-f16 q05-q4_0 l8b-f16 l8b-q4km; do
+        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; fail=1; continue; }
+        step "bench-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p $pp -n 128 -r 3
+        step "bench-depth-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p 4,512 -n 128 -d 16384 -r 2
+    done
+    return $fail
+}
+
 case "${1:-}" in
     build) [ $# -eq 1 ] || usage; build ;;
     prep) [ $# -eq 2 ] || usage; prep "$2" ;;
     bench) [ $# -eq 3 ] || usage; bench "$2" "$3" ;;
+    prep-types) [ $# -eq 2 ] || usage; prep_types "$2" ;;
+    bench-types) [ $# -eq 3 ] || usage; bench_types "$2" "$3" ;;
     *) usage ;;
 esac

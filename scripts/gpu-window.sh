@@ -8,6 +8,7 @@
 #                                    check  scripts/gpu-check.sh on the prebuilt binaries (budget
 #                                           KVSIM_GPU_CHECK_BUDGET, default 300 s): OUT/gpu-check.tar.gz, summary.txt
 #                                    llama  the llama.cpp models, then scripts/gpu-llama.sh bench: OUT/llama.tar.gz
+#                                    types  the same with gpu-llama.sh's second set (more weight types and models)
 #                                    both   check, with the models written beside it (CPU and disk), then the bench
 #                                    (at most three of the eight files a device call brings back)
 # The binaries have this checkout's paths compiled in (KVSIM_SOURCE_DIR, KVSIM_BINARY_DIR: tests find kvsim and the
@@ -82,13 +83,13 @@ check() {
         KVSIM_GPU_CHECK_BUDGET=${KVSIM_GPU_CHECK_BUDGET:-300} "$ROOT/scripts/gpu-check.sh" "$out"
 }
 
-llama() {
-    local out=$1 models rc=0
+llama() {   # llama OUT [-types]: the first set of gpu-llama.sh, or the second
+    local out=$1 set=${2:-} models rc=0
     models=$(models_dir)
     mkdir -p "$out/llama"
-    "$ROOT/scripts/gpu-llama.sh" prep "$models" > "$out/llama/prep.log" 2>&1 || rc=1
+    "$ROOT/scripts/gpu-llama.sh" "prep$set" "$models" > "$out/llama/prep.log" 2>&1 || rc=1
     echo "window: models at $SECONDS s: $(tail -n1 "$out/llama/prep.log")"
-    "$ROOT/scripts/gpu-llama.sh" bench "$models" "$out/llama" || rc=1
+    "$ROOT/scripts/gpu-llama.sh" "bench$set" "$models" "$out/llama" || rc=1
     tar czf "$out/llama.tar.gz" -C "$out" llama && rm -rf "$out/llama"
     return $rc
 }
@@ -103,6 +104,7 @@ window() {
     case $mode in
         check) unpack kvsim; check "$out" || rc=1 ;;
         llama) unpack llama; llama "$out" || rc=1 ;;
+        types) unpack llama; llama "$out" -types || rc=1 ;;
         both)  unpack kvsim llama
                ( "$ROOT/scripts/gpu-llama.sh" prep "$models" > "$out/prep.log" 2>&1 & )
                check "$out" || rc=1
@@ -116,10 +118,10 @@ window() {
     return $rc
 }
 
-usage() { echo "usage: $0 prepare | run check|llama|both OUT" >&2; exit 2; }
+usage() { echo "usage: $0 prepare | run check|llama|types|both OUT" >&2; exit 2; }
 case "${1:-}" in
     prepare) [ $# -eq 1 ] || usage; prepare ;;
     run) [ $# -eq 3 ] || usage
-         case $2 in check|llama|both) window "$2" "$3" ;; *) usage ;; esac ;;
+         case $2 in check|llama|types|both) window "$2" "$3" ;; *) usage ;; esac ;;
     *) usage ;;
 esac
