@@ -68,20 +68,28 @@ prep() {
     touch "$dir/READY"
 }
 
-bench() {
-    local dir=$1 out=$2 fail=0 m t0=$SECONDS budget=${LLAMA_BUDGET:-150}
-    mkdir -p "$out" || exit 1
+# bench_begin OUT BUDGET: the output folder, the libraries, the GPU's and the build's notes; then each step runs
+# within what is left of BUDGET seconds
+bench_begin() {
+    B_OUT=$1 B_BUDGET=$2 B_T0=$SECONDS B_FAIL=0
+    mkdir -p "$B_OUT" || exit 1
     lib_path
-    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv > "$out/gpu.csv" 2>&1
-    cp "$BIN/BUILD" "$out/build.txt"
-    # step NAME CMD...: CMD's stdout into OUT/NAME, stderr into OUT/NAME.log, within what is left of LLAMA_BUDGET
-    step() {
-        local name=$1 left=$((budget - (SECONDS - t0)))
-        shift
-        [ "$left" -gt 5 ] || { echo "bench: $name skipped, budget spent"; fail=1; return; }
-        timeout --kill-after=5 "$left" "$@" > "$out/$name" 2> "$out/$name.log" || { echo "bench: $name failed ($?)"; fail=1; }
-        echo "bench: $name done at $((SECONDS - t0)) s"
-    }
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv > "$B_OUT/gpu.csv" 2>&1
+    cp "$BIN/BUILD" "$B_OUT/build.txt"
+}
+
+# step NAME CMD...: CMD's stdout into OUT/NAME, stderr into OUT/NAME.log
+step() {
+    local name=$1 left=$((B_BUDGET - (SECONDS - B_T0)))
+    shift
+    [ "$left" -gt 5 ] || { echo "bench: $name skipped, budget spent"; B_FAIL=1; return; }
+    timeout --kill-after=5 "$left" "$@" > "$B_OUT/$name" 2> "$B_OUT/$name.log" || { echo "bench: $name failed ($?)"; B_FAIL=1; }
+    echo "bench: $name done at $((SECONDS - B_T0)) s"
+}
+
+bench() {
+    local dir=$1 m
+    bench_begin "$2" "${LLAMA_BUDGET:-150}"
     # In order of worth, so a short budget drops the last ones. Depth 0: the published tables' pp512-pp8192 and tg128
     # (tg512 too for the 8B: the published tables' tg), and the 1-64 token prompts a multi-slot server runs (-r 3:
     # llama-bench's mean and stddev); at depth: prompts and generation over long contexts' K/V. -fa 1: kvsim's GPU
@@ -105,7 +113,7 @@ bench() {
     step bench-depth-l1b-q4_0.json "$BIN/llama-bench" -m "$dir/l1b-q4_0.gguf" "${common[@]}" -p 4,512 -n 128 -d 4096,16384 -r 2
     step bench-fa0-l8b-f16.json "$BIN/llama-bench" -m "$dir/l8b-f16.gguf" -ngl 99 -fa 0 -o json -p 4,512,4096 -n 128 \
         -d 0,16384 -r 2
-    return $fail
+    return $B_FAIL
 }
 
 # The second set ("types"): what a fit across models and weight types needs (one profile for a card, whatever the
@@ -129,25 +137,15 @@ prep_types() {
     touch "$dir/READY"
 }
 bench_types() {
-    local dir=$1 out=$2 fail=0 m t0=$SECONDS budget=${LLAMA_BUDGET:-240}
-    mkdir -p "$out" || exit 1
-    lib_path
-    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem,driver_version --format=csv > "$out/gpu.csv" 2>&1
-    cp "$BIN/BUILD" "$out/build.txt"
-    step() {
-        local name=$1 left=$((budget - (SECONDS - t0)))
-        shift
-        [ "$left" -gt 5 ] || { echo "bench: $name skipped, budget spent"; fail=1; return; }
-        timeout --kill-after=5 "$left" "$@" > "$out/$name" 2> "$out/$name.log" || { echo "bench: $name failed ($?)"; fail=1; }
-        echo "bench: $name done at $((SECONDS - t0)) s"
-    }
+    local dir=$1 m
+    bench_begin "$2" "${LLAMA_BUDGET:-240}"
     local common=(-ngl 99 -fa 1 -o json) pp=1,2,4,8,16,64,512,4096
     for m in l8b-q4_0 l8b-q8_0 l1b-f16 l1b-q4km l1b-q8_0 q05-f16 q05-q4_0 l8b-f16 l8b-q4km; do
-        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; fail=1; continue; }
+        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; B_FAIL=1; continue; }
         step "bench-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p $pp -n 128 -r 3
         step "bench-depth-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p 4,512 -n 128 -d 16384 -r 2
     done
-    return $fail
+    return $B_FAIL
 }
 
 case "${1:-}" in
