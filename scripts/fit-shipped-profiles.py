@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Regenerate lib/time/shipped_profiles.json: the calibrated and derived GPU profiles kvsim ships.
 
-Every fitted profile comes from published llama-bench tables copied verbatim in tests/data/llama-bench/
-(docs/data/published-llama-bench-gpu.md names each source). For each card this script runs, with the
-kvsim binary given:
+Every fitted profile comes from llama-bench results kept verbatim in tests/data/llama-bench/: published tables
+(docs/data/published-llama-bench-gpu.md names each source), and for the H200 the results this project measured on a
+lent card (scripts/gpu-llama.sh, "MEASURED" below). For each published card this script runs, with the kvsim binary
+given:
   1. the held-out test: fit on pp512/pp4096/tg512/tg4096, predict pp1024/pp8192/tg1024/tg8192;
   2. the shipped fit on every usable result (kvsim calibrate also reports leave-one-out over them).
-Cards with no public single-GPU llama-bench table (H100 SXM, H200) are derived from the H100 PCIe fit,
-as "derived" below says. The output is deterministic: no machine is measured.
+A measured card is fitted on its depth-0 results to predict its -d runs, then on all of them; the fit also predicts
+another model and llama-batched-bench runs of several sequences (fit_measured). A card with neither (H100 SXM) is
+derived from the H100 PCIe fit, as "derived" below says. The output is deterministic: this script measures nothing.
 
 Usage: scripts/fit-shipped-profiles.py KVSIM [OUT]   (OUT default: lib/time/shipped_profiles.json)
 """
@@ -89,6 +91,8 @@ def rows_file(src, keep, out):
 def errors(text):
     """(median, max) |error| of kvsim calibrate --predict's summary line, as fractions."""
     m = re.search(r"\|error\| median ([\d.]+)%, p90 [\d.]+%, max ([\d.]+)%", text)
+    if not m:
+        sys.exit("fit-shipped-profiles: kvsim calibrate --predict printed no '|error| median' line:\n" + text[-2000:])
     return float(m.group(1)) / 100, float(m.group(2)) / 100
 
 
@@ -250,9 +254,16 @@ def derive(profiles, d):
 
 
 def main():
+    if len(sys.argv) in (2, 3) and sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        return
     if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__)
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
     kvsim = os.path.abspath(sys.argv[1])
+    if not os.path.isfile(kvsim) or not os.access(kvsim, os.X_OK):
+        print(f"fit-shipped-profiles: {sys.argv[1]} is not an executable kvsim", file=sys.stderr)
+        sys.exit(2)
     out = sys.argv[2] if len(sys.argv) == 3 else os.path.join(ROOT, "lib/time/shipped_profiles.json")
     profiles = {}
     with tempfile.TemporaryDirectory() as tmp:

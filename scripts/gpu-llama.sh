@@ -19,6 +19,7 @@ COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 BIN=${KVSIM_GPU_LLAMA:-$ROOT/gpu-llama}
 
 usage() { echo "usage: $0 build | prep DIR | bench DIR OUT | prep-types DIR | bench-types DIR OUT" >&2; exit 2; }
+case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 build() {
     local work=${WORK:-/tmp/tv-cuda} src=${TV_SRC:-/tmp/tv-work/src}

@@ -51,13 +51,19 @@ unpack() {
     for w in "$@"; do
         # Python's tarfile: the GPU host's image may lack xz
         case $w in
-            kvsim) python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
-                       "$CARRY/kvsim-bin.tar.xz" "$CARRY" || exit 1
-                   src=$(sed -n 's/.*, source //p' "$CARRY/bin/PREBUILT")
+            kvsim) # a CMake build there is someone's own (gpu-check.sh builds into build-gpu): not replaced
+                   if [ -f "$ROOT/build-gpu/CMakeCache.txt" ]; then
+                       echo "gpu-window: $ROOT/build-gpu holds a CMake build; move it away, or run scripts/gpu-check.sh OUT" >&2
+                       exit 2
+                   fi
+                   rm -rf "$ROOT/build-gpu" && mkdir -p "$ROOT/build-gpu" || exit 1
+                   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+                       "$CARRY/kvsim-bin.tar.xz" "$ROOT/build-gpu" || exit 1
+                   mv "$ROOT"/build-gpu/bin/* "$ROOT/build-gpu/" && rmdir "$ROOT/build-gpu/bin" || exit 1
+                   src=$(sed -n 's/.*, source //p' "$ROOT/build-gpu/PREBUILT")
                    if [ -n "$src" ] && [ "$src" != "$ROOT" ] && [ ! -e "$src" ]; then
                        mkdir -p "$(dirname "$src")" && ln -s "$ROOT" "$src"
                    fi
-                   rm -rf "$ROOT/build-gpu" && mkdir -p "$ROOT/build-gpu" && cp -a "$CARRY"/bin/* "$ROOT/build-gpu/"
                    echo "window: kvsim unpacked; this tree is $ROOT, the binaries' is ${src:-?}" ;;
             llama) python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
                        "$CARRY/gpu-llama.tar.xz" "$ROOT" || exit 1
@@ -96,11 +102,19 @@ llama() {   # llama OUT [-types]: the first set of gpu-llama.sh, or the second
 
 # MODE OUT: check (kvsim), llama (llama.cpp), or both: the models are written beside gpu-check (CPU and disk only)
 window() {
-    local mode=$1 out=$2 rc=0 models
+    local mode=$1 out=$2 rc=0 models f
+    # before anything is unpacked or written: a GPU, and what prepare packed for this mode
+    if ! nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2> /dev/null; then
+        echo "gpu-window: no NVIDIA GPU here (nvidia-smi failed): run MODE on the GPU host, prepare here" >&2
+        exit 1
+    fi
+    for f in $( [ "$mode" != llama ] && [ "$mode" != types ] && echo kvsim-bin.tar.xz ) \
+             $( [ "$mode" != check ] && echo gpu-llama.tar.xz ); do
+        [ -f "$CARRY/$f" ] || { echo "gpu-window: $CARRY/$f missing: run scripts/gpu-window.sh prepare, then carry gpu-carry" >&2; exit 2; }
+    done
     models=$(models_dir)
     mkdir -p "$out" || exit 2
     out=$(cd "$out" && pwd)
-    nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv
     case $mode in
         check) unpack kvsim; check "$out" || rc=1 ;;
         llama) unpack llama; llama "$out" || rc=1 ;;
@@ -119,6 +133,7 @@ window() {
 }
 
 usage() { echo "usage: $0 prepare | run check|llama|types|both OUT" >&2; exit 2; }
+case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 case "${1:-}" in
     prepare) [ $# -eq 1 ] || usage; prepare ;;
     run) [ $# -eq 3 ] || usage

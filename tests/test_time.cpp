@@ -274,10 +274,22 @@ TEST_CASE("shipped profiles: the default is calibrated, the rooflines named as s
     CHECK_THROWS_AS(parse_device_profile(bad, "p.json"), input_error);
     // and so is several_sequences: an object with a median and a max not below it
     for (const char * text : {R"("x")", R"({"max_abs_error": 0.1})", R"({"median_abs_error": 0.2, "max_abs_error": 0.1})",
-                              R"({"median_abs_error": -0.1})", R"({"median_abs_error": "low"})"}) {
+                              R"({"median_abs_error": -0.1, "max_abs_error": 0.1})", R"({"median_abs_error": "low", "max_abs_error": 0.1})",
+                              R"({"median_abs_error": 0.1})",                               // the max is not invented
+                              R"({"median_abs_error": 0.1, "max_abs_eror": 0.2})"}) {       // nor a typo dropped
+
         CAPTURE(text);
         nlohmann::json b = nlohmann::json::parse(device_preset_json("rtx-3090"));
         b["calibration"]["several_sequences"] = nlohmann::json::parse(text);
+        CHECK_THROWS_AS(parse_device_profile(b, "p.json"), input_error);
+    }
+    // the calibration's model, weights and K/V types are printed in WARNING rows: no terminal escapes
+    for (const char * k : {"model", "weights", "kv"}) {
+        CAPTURE(k);
+        nlohmann::json b = nlohmann::json::parse(device_preset_json("rtx-3090"));
+        b["calibration"][k] = "llama\x1b[31m";
+        CHECK_THROWS_AS(parse_device_profile(b, "p.json"), input_error);
+        b["calibration"][k] = 7;
         CHECK_THROWS_AS(parse_device_profile(b, "p.json"), input_error);
     }
     nlohmann::json ok = nlohmann::json::parse(device_preset_json("rtx-3090"));

@@ -108,13 +108,20 @@ std::vector<std::string> split_plus(const std::string & w) {
     }
     return v;
 }
-// calibration.several_sequences: its two errors (its other fields, e.g. files, are notes).
+// calibration.several_sequences: its two errors, both required, and the files they came from.
 void read_several_sequences(const nlohmann::json & c, const std::string & where, device_profile & d) {
     if (!c.contains("several_sequences")) return;
     const auto & m = c["several_sequences"];
     const std::string w = where + ": calibration.several_sequences";
     if (!m.is_object()) throw input_error(where, 0, json_text(m), "field calibration.several_sequences must be an object");
-    if (!m.contains("median_abs_error")) throw input_error(w, 0, json_text(m), "field median_abs_error is missing");
+    for (const auto & [k, v] : m.items()) {   // a typo would invent the max from the median
+        if (k != "median_abs_error" && k != "max_abs_error" && k != "files") {
+            throw input_error(w, 0, cut_text(k), "unknown field (expected median_abs_error, max_abs_error, files)");
+        }
+    }
+    for (const char * k : {"median_abs_error", "max_abs_error"}) {
+        if (!m.contains(k)) throw input_error(w, 0, json_text(m), fmt::format("field {} is missing", k));
+    }
     d.several_sequences.median_abs = number(m, "median_abs_error", w, -1, {0, 1e3, false});
     d.several_sequences.max_abs = number(m, "max_abs_error", w, d.several_sequences.median_abs, {0, 1e3, false});
     if (d.several_sequences.max_abs < d.several_sequences.median_abs) {
@@ -126,12 +133,10 @@ void read_calibration(const nlohmann::json & j, const std::string & where, devic
     if (!j.contains("calibration")) return;
     const auto & c = j["calibration"];
     if (!c.is_object()) throw input_error(where, 0, json_text(c), "field calibration must be an object");
-    for (const char * k : {"model", "weights", "kv"}) {
-        if (c.contains(k) && !c[k].is_string()) throw input_error(where, 0, json_text(c[k]), fmt::format("field calibration.{} must be a string", k));
-    }
-    d.calibrated_model = c.value("model", "");
-    d.calibrated_weights = split_plus(c.value("weights", ""));
-    d.calibrated_kv = split_plus(c.value("kv", ""));
+    // printed in WARNING rows: printable text, as the other printed fields
+    d.calibrated_model = printable(c, "model", where + ": calibration");
+    d.calibrated_weights = split_plus(printable(c, "weights", where + ": calibration"));
+    d.calibrated_kv = split_plus(printable(c, "kv", where + ": calibration"));
     d.derived_from = printable(c, "derived_from", where + ": calibration");
     read_several_sequences(c, where, d);
     if (!c.contains("held_out")) return;
