@@ -540,6 +540,33 @@ TEST_CASE("calibrate: a per-ubatch cost fitted against the weight reads is given
     for (const auto & p : r.points) CHECK(std::abs(p.error()) < 0.25);
 }
 
+// llama-bench of llama.cpp de3ff815 on an H200 (tests/data/llama-bench/h200-*, measured 2026-12-04): one model's fit
+// reads weights faster than the card's datasheet, which it must say; a published card's fit (0.97 of its datasheet,
+// RTX 4090) must not.
+TEST_CASE("calibrate: weight reads above the base's bandwidth are noted") {
+    const auto noted = [](const calibration_result & r) {
+        for (const auto & n : r.notes) {
+            if (n.rfind("weight_read_fraction ", 0) == 0 && n.find("which no device does") != std::string::npos) return true;
+        }
+        return false;
+    };
+    auto h200 = read_llama_bench("tests/data/llama-bench/h200-llama3.1-8b-q4km.json");
+    const auto f16 = read_llama_bench("tests/data/llama-bench/h200-llama3.1-8b-f16.json");
+    h200.insert(h200.end(), f16.begin(), f16.end());
+    REQUIRE(h200.size() == 40);
+    const calibration_result r = calibrate(h200, model_preset("llama-3.1-8b"), nullptr, device_preset("h200-datasheet"));
+    CHECK(r.profile.weight_read_fraction > 1.0);
+    CHECK(noted(r));
+    auto rtx = read_llama_bench("tests/data/llama-bench/rtx4090-llama3-8b-q4km.md");
+    const auto rtx16 = read_llama_bench("tests/data/llama-bench/rtx4090-llama3-8b-f16.md");
+    rtx.insert(rtx.end(), rtx16.begin(), rtx16.end());
+    device_profile rtx_sheet = device_preset("h100-datasheet");
+    rtx_sheet.bandwidth_gbs = 1008;   // the RTX 4090's datasheet: the fit reads 0.97 of it
+    const calibration_result q = calibrate(rtx, model_preset("llama-3-8b"), nullptr, rtx_sheet);
+    CHECK(q.profile.weight_read_fraction < 1.0);
+    CHECK_FALSE(noted(q));
+}
+
 // Leave-one-out of a single result fits on none: no held-out figure (it crashed in Eigen's solver once the results'
 // ubatches were reused), and the fit of the one result itself still runs.
 TEST_CASE("calibrate: one result gets its fit and no leave-one-out figure") {

@@ -755,6 +755,14 @@ calibration_result fit_results(const fit_input & in, const model_shape & m, cons
     device_profile & d = r.profile;
     d = fit.profile;
     d.float_gemm_speedup = speedup;
+    // Reads above the base's bandwidth are no device's: a cost these results cannot place went into the other terms
+    // (the H200's one-model fit: 1.08-1.12 x 4.8 TB/s beside 2.9 ms per ubatch, docs/benchmarks.md "The H200 measured")
+    if (d.weight_read_fraction > 1.0) {
+        r.notes.push_back(fmt::format("weight_read_fraction {:.3f}: weight reads faster than the base's {:g} GB/s, which no device does: "
+                                      "a cost these results cannot place went into the other terms (one model's results cannot tell a "
+                                      "per-layer cost from a per-ubatch one, nor one weight type's read rate from another's)",
+                                      d.weight_read_fraction, d.bandwidth_gbs));
+    }
     std::map<int, int> threads;
     for (const auto & p : points) ++threads[p.n_threads];
     d.threads = std::max_element(threads.begin(), threads.end(), [](auto a, auto b) { return a.second < b.second; })->first;
