@@ -59,8 +59,6 @@ MEASURED_BUILD = "de3ff815"
 DERIVED = [
     ("h100-sxm", "H100 SXM 80 GB", "h100-pcie", 3350, 989, 81559,
      "3.35 TB/s HBM3, 989 TFLOP/s dense FP16 (NVIDIA H100 datasheet)"),
-    ("h200", "H200 141 GB", "h100-pcie", 4800, 989, 143771,
-     "4.8 TB/s HBM3e, 989 TFLOP/s dense FP16 (NVIDIA H200 datasheet)"),
 ]
 
 FIT_TESTS, HELD_TESTS = ("512", "4096"), ("1024", "8192")
@@ -96,14 +94,20 @@ def errors(text):
     return float(m.group(1)) / 100, float(m.group(2)) / 100
 
 
+def datasheet_base(tmp, name, gbs, tflops, mib, float_speedup):
+    """The card's datasheet as the profile a fit's fractions refer to (kvsim calibrate --device): its file."""
+    base = os.path.join(tmp, name + "-datasheet.json")
+    with open(base, "w") as f:
+        json.dump({"name": name, "source": "datasheet", "bandwidth_gbs": gbs, "peak_tflops": tflops, "memory_mib": mib,
+                   "float_gemm_speedup": float_speedup}, f)
+    return base
+
+
 def fit_card(kvsim, tmp, card, float_speedup):
     """float_speedup: for a card whose F16 prompts are not usable, the float GEMM speed-up its fit keeps (the median
     of the cards fitted before it: cuBLAS against llama.cpp's quantized kernels is software, not the card)."""
     name, label, prefix, (gbs, tflops, cite), mib, notebook, build, date, f16_pp = card
-    base = os.path.join(tmp, name + "-datasheet.json")
-    with open(base, "w") as f:
-        json.dump({"name": name, "source": "datasheet", "bandwidth_gbs": gbs, "peak_tflops": tflops, "memory_mib": mib,
-                   "float_gemm_speedup": 1.0 if f16_pp else float_speedup}, f)
+    base = datasheet_base(tmp, name, gbs, tflops, mib, 1.0 if f16_pp else float_speedup)
     usable = lambda w: (lambda kind, n: f16_pp or w == "q4km" or kind == "tg")
     files, fit, held = [], [], []
     for w in ("q4km", "f16"):
@@ -159,10 +163,7 @@ def fit_measured(kvsim, tmp, card):
     """A card measured here: fit on depth 0, predict the -d runs (held-out split); the shipped fit on all of the 8B's
     results (calibrate's leave-one-out); the shipped fit predicting another model (transfer)."""
     name, label, prefix, (gbs, tflops, cite), mib, date = card
-    base = os.path.join(tmp, name + "-datasheet.json")
-    with open(base, "w") as f:
-        json.dump({"name": name, "source": "datasheet", "bandwidth_gbs": gbs, "peak_tflops": tflops, "memory_mib": mib,
-                   "float_gemm_speedup": 1.0}, f)
+    base = datasheet_base(tmp, name, gbs, tflops, mib, 1.0)
     srcs = [f"{DATA}/{prefix}-llama3.1-8b-{w}.json" for w in ("q4km", "f16")]
     other = f"{DATA}/{prefix}-llama3.2-1b-q4_0.json"
     # Each result's median sample, not llama-bench's mean: the first of a test's 3 samples carried a one-off 2-10 ms
@@ -190,7 +191,6 @@ def fit_measured(kvsim, tmp, card):
         conv = os.path.join(tmp, f"{name}-{w}-batched.json")
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts/time-validation/batched_to_bench.py"),
                         os.path.join(ROOT, b), med[src], conv, "--kvu"], check=True, capture_output=True)
-        json_rows([conv], lambda r: True, conv)
         with open(conv) as f:
             rows = json.load(f)[1:]
         with open(conv, "w") as f:
@@ -276,8 +276,7 @@ def main():
         for card in MEASURED:
             profiles[card[0]] = fit_measured(kvsim, tmp, card)
     for d in DERIVED:
-        if d[0] not in profiles:
-            profiles[d[0]] = derive(profiles, d)
+        profiles[d[0]] = derive(profiles, d)
     with open(out, "w") as f:
         json.dump({"generated_by": "scripts/fit-shipped-profiles.py", "profiles": list(profiles.values())}, f, indent=1,
                   sort_keys=True)

@@ -9,8 +9,7 @@
 #                                           KVSIM_GPU_CHECK_BUDGET, default 300 s): OUT/gpu-check.tar.gz, summary.txt
 #                                    llama  the llama.cpp models, then scripts/gpu-llama.sh bench: OUT/llama.tar.gz
 #                                    types  the same with gpu-llama.sh's second set (more weight types and models)
-#                                    both   check, with the models written beside it (CPU and disk), then the bench
-#                                    (at most three of the eight files a device call brings back)
+#                                    (two or three of the eight files a device call brings back)
 # The binaries have this checkout's paths compiled in (KVSIM_SOURCE_DIR, KVSIM_BINARY_DIR: tests find kvsim and the
 # scripts through them); where the GPU host's copy of the tree lies elsewhere, `run` links this path to it.
 set -u -o pipefail
@@ -100,43 +99,32 @@ llama() {   # llama OUT [-types]: the first set of gpu-llama.sh, or the second
     return $rc
 }
 
-# MODE OUT: check (kvsim), llama (llama.cpp), or both: the models are written beside gpu-check (CPU and disk only)
+# MODE OUT: check (kvsim), llama or types (llama.cpp's two sets)
 window() {
-    local mode=$1 out=$2 rc=0 models f
+    local mode=$1 out=$2 rc=0 f=gpu-llama.tar.xz
     # before anything is unpacked or written: a GPU, and what prepare packed for this mode
     if ! nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2> /dev/null; then
         echo "gpu-window: no NVIDIA GPU here (nvidia-smi failed): run MODE on the GPU host, prepare here" >&2
         exit 1
     fi
-    for f in $( [ "$mode" != llama ] && [ "$mode" != types ] && echo kvsim-bin.tar.xz ) \
-             $( [ "$mode" != check ] && echo gpu-llama.tar.xz ); do
-        [ -f "$CARRY/$f" ] || { echo "gpu-window: $CARRY/$f missing: run scripts/gpu-window.sh prepare, then carry gpu-carry" >&2; exit 2; }
-    done
-    models=$(models_dir)
+    [ "$mode" = check ] && f=kvsim-bin.tar.xz
+    [ -f "$CARRY/$f" ] || { echo "gpu-window: $CARRY/$f missing: run scripts/gpu-window.sh prepare, then carry gpu-carry" >&2; exit 2; }
     mkdir -p "$out" || exit 2
     out=$(cd "$out" && pwd)
     case $mode in
         check) unpack kvsim; check "$out" || rc=1 ;;
         llama) unpack llama; llama "$out" || rc=1 ;;
         types) unpack llama; llama "$out" -types || rc=1 ;;
-        both)  unpack kvsim llama
-               ( "$ROOT/scripts/gpu-llama.sh" prep "$models" > "$out/prep.log" 2>&1 & )
-               check "$out" || rc=1
-               echo "window: gpu-check done at $SECONDS s (rc $rc); waiting for the models"
-               while [ ! -f "$models/READY" ] && pgrep -f "gpu-llama.sh prep" > /dev/null; do sleep 2; done
-               mkdir -p "$out/llama" && mv "$out/prep.log" "$out/llama/"
-               "$ROOT/scripts/gpu-llama.sh" bench "$models" "$out/llama" || rc=1
-               tar czf "$out/llama.tar.gz" -C "$out" llama && rm -rf "$out/llama" ;;
     esac
     echo "window: $mode done at $SECONDS s, rc $rc"
     return $rc
 }
 
-usage() { echo "usage: $0 prepare | run check|llama|types|both OUT" >&2; exit 2; }
+usage() { echo "usage: $0 prepare | run check|llama|types OUT" >&2; exit 2; }
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 case "${1:-}" in
     prepare) [ $# -eq 1 ] || usage; prepare ;;
     run) [ $# -eq 3 ] || usage
-         case $2 in check|llama|types|both) window "$2" "$3" ;; *) usage ;; esac ;;
+         case $2 in check|llama|types) window "$2" "$3" ;; *) usage ;; esac ;;
     *) usage ;;
 esac
