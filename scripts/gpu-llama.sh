@@ -10,6 +10,7 @@
 #                                       scripts/gpu-check.sh): llama-3.1-8b F16 and Q4_K_M (the published tables'
 #                                       types), llama-3.2-1b F16 and Q4_0 (a second model for the transfer check)
 #   scripts/gpu-llama.sh prep-types DIR, bench-types DIR OUT: the second set (more weight types and models, below)
+#   scripts/gpu-llama.sh prep-heldout DIR, bench-heldout DIR OUT: the third set, two models no fit has seen (below)
 #   scripts/gpu-llama.sh bench DIR OUT  GPU host: llama-bench -o json and llama-batched-bench jsonl on them, into OUT,
 #                                       within LLAMA_BUDGET seconds (default 150)
 # Results are llama-bench's own JSON, what kvsim calibrate reads. Exit status: 0 ok, 1 a step failed, 2 bad usage.
@@ -18,7 +19,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 BIN=${KVSIM_GPU_LLAMA:-$ROOT/gpu-llama}
 
-usage() { echo "usage: $0 build | prep DIR | bench DIR OUT | prep-types DIR | bench-types DIR OUT" >&2; exit 2; }
+usage() { echo "usage: $0 build | prep DIR | bench DIR OUT | prep-types DIR | bench-types DIR OUT | prep-heldout DIR | bench-heldout DIR OUT" >&2; exit 2; }
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 build() {
@@ -149,11 +150,47 @@ bench_types() {
     return $B_FAIL
 }
 
+# The third set ("heldout"): two model shapes the fitted h200 has not seen, to hold a profile fitted across models
+# against models outside its fit: Qwen2.5-7B (28 layers, 4 KV heads, q/k/v biases, 152K vocabulary) in F16, Q4_K_M,
+# Q8_0 and Q4_0, and Llama-2-7B (no GQA: 4x the K/V bytes per cell, 32K vocabulary) in F16 and Q4_0.
+prep_heldout() {
+    local dir=$1 t0=$SECONDS
+    mkdir -p "$dir" || exit 1
+    lib_path
+    python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/q7b-f16.gguf" --preset qwen2.5-7b || exit 1
+    quant "$dir" q7b-f16 q7b-q4km Q4_K_M && quant "$dir" q7b-f16 q7b-q8_0 Q8_0 && quant "$dir" q7b-f16 q7b-q4_0 Q4_0 || exit 1
+    echo "prep heldout: qwen2.5-7b in $((SECONDS - t0)) s"
+    python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l2-f16.gguf" --preset llama-2-7b || exit 1
+    quant "$dir" l2-f16 l2-q4_0 Q4_0 || exit 1
+    echo "prep heldout: models in $((SECONDS - t0)) s"
+    touch "$dir/READY"
+}
+bench_heldout() {
+    local dir=$1 m
+    bench_begin "$2" "${LLAMA_BUDGET:-200}"
+    local common=(-ngl 99 -fa 1 -o json) pp=1,2,4,8,16,64,512,4096
+    for m in q7b-q4km q7b-f16 q7b-q8_0 q7b-q4_0 l2-f16 l2-q4_0; do
+        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; B_FAIL=1; continue; }
+        step "bench-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p $pp -n 128 -r 3
+    done
+    # at depth: Qwen2.5-7B within its 32K training context, Llama-2-7B within its 4K
+    for m in q7b-q4km q7b-f16; do
+        step "bench-depth-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p 4,512 -n 128 -d 16384 -r 2
+    done
+    step bench-depth-l2-f16.json "$BIN/llama-bench" -m "$dir/l2-f16.gguf" "${common[@]}" -p 4,512 -n 128 -d 3072 -r 2
+    # several sequences in one cache: llama-server's -np steps on a model outside the fit
+    step batched-q7b-q4km.jsonl "$BIN/llama-batched-bench" -m "$dir/q7b-q4km.gguf" -ngl 99 -fa on -kvu -c 40960 -b 2048 \
+        -ub 512 -npp 512 -ntg 32 -npl 1,2,4,8,16,32,64 --output-format jsonl
+    return $B_FAIL
+}
+
 case "${1:-}" in
     build) [ $# -eq 1 ] || usage; build ;;
     prep) [ $# -eq 2 ] || usage; prep "$2" ;;
     bench) [ $# -eq 3 ] || usage; bench "$2" "$3" ;;
     prep-types) [ $# -eq 2 ] || usage; prep_types "$2" ;;
     bench-types) [ $# -eq 3 ] || usage; bench_types "$2" "$3" ;;
+    prep-heldout) [ $# -eq 2 ] || usage; prep_heldout "$2" ;;
+    bench-heldout) [ $# -eq 3 ] || usage; bench_heldout "$2" "$3" ;;
     *) usage ;;
 esac

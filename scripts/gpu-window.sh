@@ -9,6 +9,7 @@
 #                                           KVSIM_GPU_CHECK_BUDGET, default 300 s): OUT/gpu-check.tar.gz, summary.txt
 #                                    llama  the llama.cpp models, then scripts/gpu-llama.sh bench: OUT/llama.tar.gz
 #                                    types  the same with gpu-llama.sh's second set (more weight types and models)
+#                                    heldout  the same with its third set (two models outside every fit)
 #                                    (two or three of the eight files a device call brings back)
 # The binaries have this checkout's paths compiled in (KVSIM_SOURCE_DIR, KVSIM_BINARY_DIR: tests find kvsim and the
 # scripts through them); where the GPU host's copy of the tree lies elsewhere, `run` links this path to it.
@@ -88,7 +89,7 @@ check() {
         KVSIM_GPU_CHECK_BUDGET=${KVSIM_GPU_CHECK_BUDGET:-300} "$ROOT/scripts/gpu-check.sh" "$out"
 }
 
-llama() {   # llama OUT [-types]: the first set of gpu-llama.sh, or the second
+llama() {   # llama OUT [-types|-heldout]: the first set of gpu-llama.sh, or the second, or the third
     local out=$1 set=${2:-} models rc=0
     models=$(models_dir)
     mkdir -p "$out/llama"
@@ -99,7 +100,7 @@ llama() {   # llama OUT [-types]: the first set of gpu-llama.sh, or the second
     return $rc
 }
 
-# MODE OUT: check (kvsim), llama or types (llama.cpp's two sets)
+# MODE OUT: check (kvsim), llama, types or heldout (llama.cpp's three sets)
 window() {
     local mode=$1 out=$2 rc=0 f=gpu-llama.tar.xz
     # before anything is unpacked or written: a GPU, and what prepare packed for this mode
@@ -115,16 +116,17 @@ window() {
         check) unpack kvsim; check "$out" || rc=1 ;;
         llama) unpack llama; llama "$out" || rc=1 ;;
         types) unpack llama; llama "$out" -types || rc=1 ;;
+        heldout) unpack llama; llama "$out" -heldout || rc=1 ;;
     esac
     echo "window: $mode done at $SECONDS s, rc $rc"
     return $rc
 }
 
-usage() { echo "usage: $0 prepare | run check|llama|types OUT" >&2; exit 2; }
+usage() { echo "usage: $0 prepare | run check|llama|types|heldout OUT" >&2; exit 2; }
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 case "${1:-}" in
     prepare) [ $# -eq 1 ] || usage; prepare ;;
     run) [ $# -eq 3 ] || usage
-         case $2 in check|llama|types) window "$2" "$3" ;; *) usage ;; esac ;;
+         case $2 in check|llama|types|heldout) window "$2" "$3" ;; *) usage ;; esac ;;
     *) usage ;;
 esac

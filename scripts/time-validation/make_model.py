@@ -21,11 +21,15 @@ token_embd as the output projection, as in the real files):
 
   llama-3.1-8b   llama, 32 layers, n_embd 4096, 32 heads, 8 KV heads, head_dim 128,
                  ffn 14336, vocab 128256, rope base 500000, n_ctx_train 131072, untied output
+  qwen2.5-7b     qwen2, 28 layers, n_embd 3584, 28 heads, 4 KV heads, head_dim 128,
+                 ffn 18944, vocab 152064, q/k/v biases, rope base 1000000, n_ctx_train 32768, untied output
+  llama-2-7b     llama, 32 layers, n_embd 4096, 32 heads, 32 KV heads (no GQA), head_dim 128,
+                 ffn 11008, vocab 32000, rope base 10000, n_ctx_train 4096, untied output
 
 --sparse writes the header and leaves the tensor data a hole of the right size (no disk, a second):
 for llama.cpp's no_alloc loads, which only read the metadata (scripts/memory-probe).
 
-usage: make_model.py OUT.gguf --preset llama-3.2-1b|qwen2.5-0.5b|llama-3.1-8b [--seed 1] [--sparse]
+usage: make_model.py OUT.gguf --preset llama-3.2-1b|qwen2.5-0.5b|llama-3.1-8b|qwen2.5-7b|llama-2-7b [--seed 1] [--sparse]
 """
 import argparse
 import random
@@ -45,6 +49,14 @@ PRESETS = {
     "llama-3.1-8b": dict(arch="llama", n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128,
                          n_ff=14336, n_vocab=128256, rope_base=500000.0, ctx=131072, eps=1e-5, qkv_bias=False,
                          untied=True),
+    # the held-out shapes of the GPU profiles' transfer check (scripts/gpu-llama.sh prep-heldout): kvsim's presets
+    # of the same names (lib/model/model.cpp)
+    "qwen2.5-7b": dict(arch="qwen2", n_layer=28, n_embd=3584, n_head=28, n_head_kv=4, head_dim=128,
+                       n_ff=18944, n_vocab=152064, rope_base=1000000.0, ctx=32768, eps=1e-6, qkv_bias=True,
+                       untied=True),
+    "llama-2-7b": dict(arch="llama", n_layer=32, n_embd=4096, n_head=32, n_head_kv=32, head_dim=128,
+                       n_ff=11008, n_vocab=32000, rope_base=10000.0, ctx=4096, eps=1e-5, qkv_bias=False,
+                       untied=True),
 }
 
 
