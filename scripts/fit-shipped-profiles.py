@@ -45,11 +45,23 @@ CARDS = [
 
 # Cards this project measured (scripts/gpu-llama.sh on a GPU host the device tool lent; llama-bench -o json kept verbatim
 # in tests/data/llama-bench/): name, label, file prefix, datasheet (GB/s, TFLOP/s, citation), nvidia-smi MiB, date.
-# Files: PREFIX-llama3.1-8b-{q4km,f16}.json (the fit: depth 0 and the -d runs), PREFIX-llama3.2-1b-q4_0.json (another
-# model, predicted by the fit: the transfer check).
+# Files: PREFIX-INFIX-TYPE.json of FIT_MODELS (the fit: depth 0 and the -d runs, three models of 16-32 layers in every
+# weight type measured, so the fit separates a cost per layer from one per ubatch and gives each weight type its read
+# rate); those of OTHER_MODELS, each predicted by the fit: the transfer check.
 MEASURED = [
     ("h200", "H200 141 GB", "h200", (4800, 989, "4.8 TB/s HBM3e, 989 TFLOP/s dense FP16 (NVIDIA H200 datasheet)"), 143771,
      "2026-12-04"),
+]
+# The models a measured card's fit has not seen: (preset, file infix, weight types), in the order the transfer rows
+# are printed. Qwen2.5-7B and Llama-2-7B are the third run's (scripts/gpu-llama.sh bench-heldout), outside every fit.
+FIT_MODELS = [
+    ("llama-3.1-8b", "llama3.1-8b", ("q4km", "f16", "q4_0", "q8_0")),
+    ("llama-3.2-1b", "llama3.2-1b", ("q4_0", "f16", "q4km", "q8_0")),
+    ("qwen2.5-0.5b", "qwen2.5-0.5b", ("f16", "q4_0")),
+]
+OTHER_MODELS = [
+    ("qwen2.5-7b", "qwen2.5-7b", ("q4km", "f16", "q8_0", "q4_0")),
+    ("llama-2-7b", "llama2-7b", ("f16", "q4_0")),
 ]
 # The llama.cpp of those runs: the oracles' commit, built by scripts/gpu-llama.sh from a git archive (so llama-bench's
 # build_commit says "unknown")
@@ -164,12 +176,13 @@ def fit_measured(kvsim, tmp, card):
     results (calibrate's leave-one-out); the shipped fit predicting another model (transfer)."""
     name, label, prefix, (gbs, tflops, cite), mib, date = card
     base = datasheet_base(tmp, name, gbs, tflops, mib, 1.0)
-    srcs = [f"{DATA}/{prefix}-llama3.1-8b-{w}.json" for w in ("q4km", "f16")]
-    other = f"{DATA}/{prefix}-llama3.2-1b-q4_0.json"
+    srcs = [f"{DATA}/{prefix}-{infix}-{w}.json" for _, infix, types in FIT_MODELS for w in types]
+    fit_models = ",".join(preset for preset, _, _ in FIT_MODELS)
+    others = [(preset, [f"{DATA}/{prefix}-{infix}-{w}.json" for w in types]) for preset, infix, types in OTHER_MODELS]
     # Each result's median sample, not llama-bench's mean: the first of a test's 3 samples carried a one-off 2-10 ms
     # for prompts of up to 1024 tokens (pp1 F16: 8.5 ms, then 4.8 and 4.8), a cost a busy server does not pay per step
     med = {}
-    for src in srcs + [other]:
+    for src in srcs + [f for _, files in others for f in files]:
         med[src] = os.path.join(tmp, os.path.basename(src))
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts/time-validation/merge_rounds.py"), "--stat", "median",
                         "bench", med[src], os.path.join(ROOT, src)], check=True, capture_output=True)
@@ -177,16 +190,19 @@ def fit_measured(kvsim, tmp, card):
     json_rows([med[s] for s in srcs], lambda r: r["n_depth"] == 0, fit_rows)
     json_rows([med[s] for s in srcs], lambda r: r["n_depth"] > 0, held_rows)
     half = os.path.join(tmp, name + "-half.json")
-    run(kvsim, ["calibrate", fit_rows, "--model", "llama-3.1-8b", "--device", base, "-o", half])
-    h_med, h_max = errors(run(kvsim, ["calibrate", held_rows, "--model", "llama-3.1-8b", "--device", half, "--predict"]))
+    run(kvsim, ["calibrate", fit_rows, "--model", fit_models, "--device", base, "-o", half])
+    h_med, h_max = errors(run(kvsim, ["calibrate", held_rows, "--model", fit_models, "--device", half, "--predict"]))
     out = os.path.join(tmp, name + ".json")
-    run(kvsim, ["calibrate", *(med[s] for s in srcs), "--model", "llama-3.1-8b", "--device", base, "--name", name, "-o", out])
-    t_med, t_max = errors(run(kvsim, ["calibrate", med[other], "--model", "llama-3.2-1b", "--device", out, "--predict"]))
+    run(kvsim, ["calibrate", *(med[s] for s in srcs), "--model", fit_models, "--device", base, "--name", name, "-o", out])
+    transfer = []
+    for preset, files in others:
+        t_med, t_max = errors(run(kvsim, ["calibrate", *(med[f] for f in files), "--model", preset, "--device", out, "--predict"]))
+        transfer.append({"model": preset, "files": files, "median_abs_error": t_med, "max_abs_error": t_max})
     # Several sequences in one cache (llama-batched-bench -kvu, 1-64 sequences: llama-server's -np steps), predicted by
     # the fit. Each file's first result is left out: batched-bench has no warm-up, and its first call (pp512, one
     # sequence) took 3.7-6.6x llama-bench's pp512 (F16 136 ms against 20.8 ms).
     multi = []
-    for w, src in zip(("q4km", "f16"), srcs):
+    for w, src in zip(("q4km", "f16"), srcs[:2]):
         b = f"{DATA}/{prefix}-llama3.1-8b-{w}-batched.jsonl"
         conv = os.path.join(tmp, f"{name}-{w}-batched.json")
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts/time-validation/batched_to_bench.py"),
@@ -198,6 +214,18 @@ def fit_measured(kvsim, tmp, card):
         multi.append((b, conv))
     m_med, m_max = errors(run(kvsim, ["calibrate", *(c for _, c in multi), "--model", "llama-3.1-8b", "--device", out,
                                       "--predict"]))
+    # the same on a model outside the fit (Qwen2.5-7B Q4_K_M, the third run)
+    b = f"{DATA}/{prefix}-qwen2.5-7b-q4km-batched.jsonl"
+    conv = os.path.join(tmp, f"{name}-q7b-batched.json")
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts/time-validation/batched_to_bench.py"), os.path.join(ROOT, b),
+                    med[f"{DATA}/{prefix}-qwen2.5-7b-q4km.json"], conv, "--kvu"], check=True, capture_output=True)
+    with open(conv) as f:
+        rows = json.load(f)[1:]
+    with open(conv, "w") as f:
+        json.dump(rows, f)
+    q_med, q_max = errors(run(kvsim, ["calibrate", conv, "--model", "qwen2.5-7b", "--device", out, "--predict"]))
+    transfer.append({"model": "qwen2.5-7b", "files": [b], "several_sequences": True, "median_abs_error": q_med,
+                     "max_abs_error": q_max})
     with open(out) as f:
         p = json.load(f)
     c = p["calibration"]
@@ -209,21 +237,25 @@ def fit_measured(kvsim, tmp, card):
     p["host_link_gbs"] = HOST_LINK[name]
     c["held_out_split"] = {"fit": "depth 0", "predicted": "depth 4096 and 16384", "median_abs_error": h_med,
                            "max_abs_error": h_max}
-    c["transfer"] = {"model": "llama-3.2-1b", "file": other, "median_abs_error": t_med, "max_abs_error": t_max}
+    c["transfer"] = transfer
     c["several_sequences"] = {"files": [b for b, _ in multi], "median_abs_error": m_med, "max_abs_error": m_max}
     p["source"] = f"calibrated from llama-bench results measured on an {label.split()[0]} (llama.cpp {MEASURED_BUILD}, {date})"
     p["description"] = (
         f"{label} fitted by kvsim calibrate on {c['results']} llama-bench results this project measured on the card "
-        f"(llama.cpp {MEASURED_BUILD} built with CUDA for sm_90, -fa 1, f16 K/V, random-weight Llama-3.1-8B-shaped GGUFs "
-        f"in Q4_K_M and F16; prompts of 1-8192 tokens, tg128/tg512, and pp4/pp512/tg128 at depths 4096 and 16384; "
-        f"{', '.join(srcs)}). Held out (fit on depth 0, predict the depth runs): median |error| {100 * h_med:.1f} %, max "
+        f"(llama.cpp {MEASURED_BUILD} built with CUDA for sm_90, -fa 1, f16 K/V, random-weight GGUFs of three shapes "
+        f"({', '.join(f'{m} in ' + '/'.join(t) for m, _, t in FIT_MODELS)}): prompts of 1-8192 tokens, tg128/tg512, and "
+        f"pp4/pp512/tg128 at depths 4096 and 16384; {', '.join(srcs)}). A read rate per weight type and a cost per layer "
+        f"beside the one per ubatch, which only models of several layer counts separate. Held out (fit on depth 0, predict the depth runs): median |error| {100 * h_med:.1f} %, max "
         f"{100 * h_max:.1f} %; leave-one-out over all {loo['results']}: median {100 * loo['median_abs_error']:.1f} %, max "
-        f"{100 * loo['max_abs_error']:.1f} %; another model (Llama-3.2-1B Q4_0, {other}) predicted by this fit: median "
-        f"{100 * t_med:.1f} %, max {100 * t_max:.1f} %; 1-64 sequences in one cache (llama-batched-bench -kvu, prompts and "
+        f"{100 * loo['max_abs_error']:.1f} %; models outside the fit predicted by it (median / max): "
+        + "; ".join(f"{t['model']}{' several sequences' if t.get('several_sequences') else ''} "
+                    f"{100 * t['median_abs_error']:.1f} / {100 * t['max_abs_error']:.1f} %" for t in transfer)
+        + f"; 1-64 sequences in one cache (llama-batched-bench -kvu, prompts and "
         f"decode steps of several sequences) predicted by this fit: median {100 * m_med:.1f} %, max {100 * m_max:.1f} %. "
         "Each result's median sample (a test's first sample carried a one-off cost). Known misses: F16 ubatches of 2-64 "
-        "tokens run 1.4x a 1-token one (cuBLAS against the matrix-vector kernel; one float speed-up cannot say it), and "
-        "a few-token prompt over a long context costs more attention than one read of its K/V.")
+        "tokens run 1.4x a 1-token one (cuBLAS against the matrix-vector kernel; one float speed-up cannot say it), the "
+        "small models' prompts are up to 2-3x slower than their FLOPs say (small GEMMs), and a few-token prompt over a "
+        "long context costs more attention than one read of its K/V.")
     return p
 
 

@@ -575,3 +575,66 @@ TEST_CASE("calibrate: one result gets its fit and no leave-one-out figure") {
     const std::vector<llama_bench_row> one{pts[0]};
     CHECK(held_out_fit(one, model_preset("llama-3.2-1b"), nullptr, cpu_n_kv()).errs.empty());
 }
+
+// Several models of one card: llama.cpp's own decode steps on the H200 (tests/data/llama-bench/README.md, 2026-12-04)
+// read the 8B's Q4_K_M weights (4.9 GB) in 3.81 ms and its F16 weights (16.1 GB) in 4.83 ms, and the 1B (16 layers,
+// 2.5 GB of F16) in 1.35 ms, more than its bytes at the 8B's F16 rate (0.8 ms): a read rate per weight type and a cost
+// per layer, which only results of models of several layer counts can tell apart from the cost per ubatch.
+TEST_CASE("calibrate: results of several models fit one profile, with a read rate per weight type and a cost per layer") {
+    std::vector<llama_bench_row> pts;
+    for (const char * f : {"h200-llama3.1-8b-f16", "h200-llama3.1-8b-q4km", "h200-llama3.2-1b-f16", "h200-llama3.2-1b-q4km"}) {
+        const auto v = read_llama_bench(std::string("tests/data/llama-bench/") + f + ".json");
+        pts.insert(pts.end(), v.begin(), v.end());
+    }
+    const std::vector<model_shape> models{model_preset("qwen2.5-0.5b"), model_preset("llama-3.1-8b"), model_preset("llama-3.2-1b")};
+    const calibration_result r = calibrate(pts, models, nullptr, device_preset("h200-datasheet"));
+    CHECK(r.models_text() == "llama-3.1-8b + llama-3.2-1b");   // each result's model found by its parameters and size
+    const auto & by = r.profile.weight_read_fraction_by_type;
+    REQUIRE(by.count("f16"));
+    REQUIRE(by.count("q4_K_M"));
+    CHECK(by.at("q4_K_M") < by.at("f16"));   // the K-quant matrix-vector kernel reads slower per byte
+    CHECK(by.at("f16") <= 1.0);              // no faster than the datasheet (the one-model fit reached 1.08)
+    CHECK(r.profile.layer_overhead_s > 0);
+    // and more per layer for a GEMM: the 1B's F16 pp512 took 7.6 ms, 2.6x its FLOPs at the rate of the 8B's (20.8 ms)
+    CHECK(r.profile.gemm_layer_overhead_s > 0);
+    CHECK(r.profile.read_fraction("q4_K_M") == by.at("q4_K_M"));
+    CHECK(r.profile.read_fraction("q8_0") == r.profile.weight_read_fraction);   // not fitted: the median of the fitted
+    // the same results of one model: one rate, no per-layer cost (it cannot be told from the per-ubatch one)
+    std::vector<llama_bench_row> one(pts.begin(), pts.begin() + 40);
+    const calibration_result o = calibrate(one, models, nullptr, device_preset("h200-datasheet"));
+    CHECK(o.models_text() == "llama-3.1-8b");
+    CHECK(o.profile.weight_read_fraction_by_type.empty());
+    CHECK(o.profile.layer_overhead_s == 0);
+    CHECK(o.profile.gemm_layer_overhead_s == 0);
+    // a one-model fit on a base that has rates per type keeps their ratios, scaled to the one rate it fits
+    const calibration_result s = calibrate(one, models, nullptr, r.profile);
+    REQUIRE(s.profile.weight_read_fraction_by_type.size() == by.size());
+    CHECK(s.profile.read_fraction("q4_K_M") / s.profile.read_fraction("f16") == doctest::Approx(by.at("q4_K_M") / by.at("f16")));
+    CHECK(s.profile.layer_overhead_s == r.profile.layer_overhead_s);   // kept from the base
+    CHECK(s.profile.gemm_layer_overhead_s == r.profile.gemm_layer_overhead_s);
+}
+
+TEST_CASE("kvsim calibrate --model: a list of candidates, each result matched to its own; none matching exits 2") {
+    scratch_dir dir("calmodels");
+    const std::string f8 = "tests/data/llama-bench/h200-llama3.1-8b-q4km.json", f1 = "tests/data/llama-bench/h200-llama3.2-1b-q4_0.json";
+    auto r = run_kvsim("calibrate " + f8 + " " + f1 + " --model llama-3.2-1b,llama-3.1-8b --device h200-datasheet -o " + (dir / "p.json"));
+    REQUIRE(r.rc == 0);
+    CHECK(r.out.find("results of llama-3.1-8b + llama-3.2-1b (q4_K_M + q4_0 weights)") != std::string::npos);
+    CHECK(nlohmann::json::parse(read_text(dir / "p.json"))["calibration"]["model"] == "llama-3.1-8b + llama-3.2-1b");
+    CHECK(load_device_profile(dir / "p.json").calibrated_models == std::vector<std::string>{"llama-3.1-8b", "llama-3.2-1b"});
+    // --model given twice adds to the list; without --model every preset is a candidate (llama-3-8b is the 8B's shape)
+    r = run_kvsim("calibrate " + f8 + " " + f1 + " --model llama-3.2-1b --model llama-3.1-8b --device h200 --predict");
+    CHECK(r.rc == 0);
+    r = run_kvsim("calibrate " + f8 + " --device h200 --predict");
+    CHECK(r.rc == 0);
+    CHECK(r.out.find("results of llama-3-8b (q4_K_M weights)") != std::string::npos);
+    r = run_kvsim("calibrate " + f8 + " --model llama-3.2-1b,qwen2.5-0.5b --device h200-datasheet -o " + (dir / "q.json"));
+    CHECK(r.rc == 2);
+    CHECK(r.err.find(f8 + ": entry 0: field model_n_params") != std::string::npos);
+    CHECK(r.err.find("matches none of the models llama-3.2-1b, qwen2.5-0.5b in q4_K_M") != std::string::npos);
+    CHECK(lines_of(r.err).size() == 1);
+    CHECK_FALSE(fs::exists(dir / "q.json"));
+    r = run_kvsim("calibrate " + f8 + " --model llama-3.2-1b,nosuch --device h200 --predict");
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("nosuch") != std::string::npos);
+}

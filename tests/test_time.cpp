@@ -218,21 +218,67 @@ TEST_CASE("profile_warnings: another model shape, other weight types, other K/V 
     CHECK(profile_warnings(device_preset("h100-datasheet"), model_preset("llama-3-8b"), "q4_0", {"q8_0/q8_0"}, false) ==
           std::vector<std::string>{"-fa off is not modelled: the simulated times are those of flash attention"});   // no kv recorded
     CHECK(kv_types_name(ggml_type::q8_0, ggml_type::f16) == "q8_0/f16");
+    // a profile fitted across models: any of them, or one of their shapes, is its own
+    device_profile several = d;
+    several.calibrated_models = {"llama-3-8b", "llama-3.2-1b"};
+    CHECK(profile_warnings(several, model_preset("llama-3.2-1b"), "f16", f16kv, true).empty());
+    CHECK(profile_warnings(several, model_preset("llama-3.1-8b"), "f16", f16kv, true).empty());
+    CHECK(profile_warnings(several, model_preset("qwen2.5-0.5b"), "f16", f16kv, true) ==
+          std::vector<std::string>{"profile rtx-4090 was calibrated on llama-3-8b + llama-3.2-1b, not qwen2.5-0.5b: its fitted "
+                                   "efficiencies are other models'"});
+}
+
+TEST_CASE("weight_read_fraction_by_type: a listed type reads at its own fraction, any other at weight_read_fraction") {
+    nlohmann::json j = nlohmann::json::parse(device_preset_json("h200-datasheet"));
+    j["weight_read_fraction"] = 0.8;
+    j["weight_read_fraction_by_type"] = {{"q4_K_M", 0.4}};
+    const device_profile d = parse_device_profile(j, "p.json");
+    CHECK(d.read_fraction("q4_K_M") == 0.4);
+    CHECK(d.read_fraction("f16") == 0.8);
+    CHECK(device_profile_json(d)["weight_read_fraction_by_type"] == j["weight_read_fraction_by_type"]);
+    CHECK_FALSE(device_profile_json(device_preset("h200-datasheet")).contains("weight_read_fraction_by_type"));   // only when fitted
+    // a decode step of q4_K_M weights on it takes what one on a profile reading everything at 0.4 takes; f16 at 0.8's
+    nlohmann::json all = j;
+    all.erase("weight_read_fraction_by_type");
+    const model_shape m = model_preset("llama-3.1-8b");
+    const std::vector<ubatch_work> one_token{{1, 256, 1, m.n_layer, kv_bytes_per_cell_layer(m, ggml_type::f16, ggml_type::f16)}};
+    for (const auto & [type, fraction] : {std::pair<const char *, double>{"q4_K_M", 0.4}, {"f16", 0.8}}) {
+        CAPTURE(type);
+        all["weight_read_fraction"] = fraction;
+        const weight_file_type & ft = parse_weight_file_type(type);
+        CHECK(step_time_model{d, m, &ft}.ubatch_seconds(one_token) ==
+              doctest::Approx(step_time_model{parse_device_profile(all, "q.json"), m, &ft}.ubatch_seconds(one_token)));
+    }
+    // bad maps: not an object, a type kvsim does not know, another spelling, a fraction out of range
+    for (const char * text : {R"([0.5])", R"({"q3_K": 0.5})", R"({"Q4_K_M": 0.5})", R"({"f16": 0})", R"({"f16": 11})", R"({"f16": "fast"})"}) {
+        CAPTURE(text);
+        nlohmann::json b = j;
+        b["weight_read_fraction_by_type"] = nlohmann::json::parse(text);
+        CHECK_THROWS_AS(parse_device_profile(b, "p.json"), input_error);
+    }
+    nlohmann::json b = j;
+    b["weight_read_fraction_by_type"] = {{"Q4_K_M", 0.5}};
+    try {
+        parse_device_profile(b, "p.json");
+    } catch (const input_error & e) {
+        CHECK(std::string(e.what()).find("write Q4_K_M as q4_K_M") != std::string::npos);
+    }
 }
 
 TEST_CASE("shipped profiles: the default is calibrated, the rooflines named as such, every time's accuracy said") {
     // the default device (replay_options) is fitted to llama-bench results measured on an H200 (2026-12-04,
-    // tests/data/llama-bench/h200-*: 20 results of each of two weight types), not derived from another card
+    // tests/data/llama-bench/h200-*: 143 results of Llama-3.1-8B, Llama-3.2-1B and Qwen2.5-0.5B shapes in 2-4 weight
+    // types each), not derived from another card
     const device_profile h200 = replay_options{}.device;
     CHECK(h200.name == "h200");
     CHECK(h200.derived_from.empty());
     CHECK(h200.bandwidth_gbs == 4800);
     CHECK(h200.source == "calibrated from llama-bench results measured on an H200 (llama.cpp de3ff815, 2026-12-04)");
-    CHECK(h200.held_out.results == 40);
+    CHECK(h200.held_out.results == 143);
     CHECK(h200.several_sequences.median_abs >= 0);   // the llama-batched-bench runs, predicted by the fit
     const std::string h200_note = time_accuracy_note(h200);
     CHECK(h200_note.rfind("held-out error ", 0) == 0);
-    CHECK(h200_note.find("(leave-one-out, 40 llama-bench results of one sequence; several sequences in one cache "
+    CHECK(h200_note.find("(leave-one-out, 143 llama-bench results of one sequence; several sequences in one cache "
                          "(llama-batched-bench): ") != std::string::npos);
     CHECK(time_accuracy_json(h200).contains("several_sequences"));
     // the H100 SXM still has no table of its own: derived from the H100 PCIe's fit

@@ -14,9 +14,12 @@ namespace kvsim {
 
 void calibrate_cli::add_to(CLI::App & cmd) {
     cmd.add_option("bench", files, "llama-bench results, one or more files: -o json or -o jsonl output, or the markdown table llama-bench prints by default (as published in issues and posts); several weight types of one model are fitted together")->required();
-    cmd.add_option("--model", model_name, "Model preset the results were measured on: " +
-                                              fmt::format("{}", fmt::join(model_preset_names(), ", ")))
-        ->required();
+    cmd.add_option("--model", model_names, "Model presets the results were measured on, comma-separated: each result is "
+                                           "matched to the first whose parameter count and file size it has (default: every preset; "
+                                           "results of models of several layer counts fit a per-layer cost and a read rate per "
+                                           "weight type): " + fmt::format("{}", fmt::join(model_preset_names(), ", ")))
+        ->delimiter(',')
+        ->allow_extra_args(false);   // one value per --model: the bench files after it are not models
     cmd.add_option("--weights", weights, "GGUF file type (default: read from the results' model_type): " +
                                              fmt::format("{}", fmt::join(weight_file_type_names(), ", ")));
     cmd.add_option("--device", device, "Base profile whose bandwidth and peak the fitted fractions refer to: a shipped name, "
@@ -47,10 +50,10 @@ void refuse_unloadable(const nlohmann::json & profile) {
 }  // namespace
 
 int calibrate_cli::run(std::ostream & term) {
-    model_shape m;
+    std::vector<model_shape> models;
     const weight_file_type * wt = nullptr;
     try {
-        m = model_preset(model_name);
+        for (const auto & n : model_names.empty() ? model_preset_names() : model_names) models.push_back(model_preset(n));
         if (!weights.empty()) wt = &parse_weight_file_type(weights);
     } catch (const std::invalid_argument & e) {
         throw usage_error(e.what());
@@ -76,13 +79,13 @@ int calibrate_cli::run(std::ostream & term) {
     if (!attention_cells.empty()) base.attention_cells = attention_cells;
     if (predict) {
         if (!out.empty()) throw usage_error("--predict fits nothing, so there is no profile to write with -o");
-        const calibration_result r = predict_bench(points, m, wt, base);
+        const calibration_result r = predict_bench(points, models, wt, base);
         term << fmt::format("kvsim calibrate --predict: {} llama-bench results of {} ({} weights) on profile {} ({})\n", points.size(),
-                            m.name, r.weights_text(), base.name, base.source);
+                            r.models_text(), r.weights_text(), base.name, base.source);
         print_calibration(term, r);
         return EXIT_OK;
     }
-    calibration_result r = calibrate(points, m, wt, base);
+    calibration_result r = calibrate(points, models, wt, base);
     r.profile.name = name;
     nlohmann::json j = device_profile_json(r.profile);
     nlohmann::json src = nlohmann::json::array();
@@ -94,11 +97,12 @@ int calibrate_cli::run(std::ostream & term) {
         const std::string t = p.bench.type_k + "/" + p.bench.type_v;
         if (std::find(kv.begin(), kv.end(), t) == kv.end()) kv.push_back(t);
     }
-    j["calibration"] = {{"model", m.name}, {"weights", r.weights_text()}, {"kv", fmt::format("{}", fmt::join(kv, " + "))},
+    j["calibration"] = {{"model", r.models_text()}, {"weights", r.weights_text()}, {"kv", fmt::format("{}", fmt::join(kv, " + "))},
                         {"files", src}, {"results", r.points.size()}, {"base_device", base.name}, {"notes", r.notes}};
     // the profile must load back (kvsim replay --device FILE): a fit outside parse_device_profile's
     // ranges is refused here, not by a later replay
     double max_fraction = r.profile.weight_read_fraction;
+    for (const auto & [type, f] : r.profile.weight_read_fraction_by_type) max_fraction = std::max(max_fraction, f);
     for (const auto & g : r.profile.gemm_fraction) max_fraction = std::max(max_fraction, g.second);
     if (max_fraction > 10) {   // e.g. GPU results fitted against the default --device cpu
         throw usage_error(fmt::format("kvsim calibrate: the fit reaches {:.3g}x the peak of --device {} ({:g} GB/s, {:g} TFLOP/s): "
@@ -107,9 +111,9 @@ int calibrate_cli::run(std::ostream & term) {
     }
     refuse_unloadable(device_profile_json(r.profile));
     term << fmt::format("kvsim calibrate: {} llama-bench results of {} ({} weights), base profile {} ({:.1f} GB/s, {:.2f} TFLOP/s)\n",
-                        points.size(), m.name, r.weights_text(), base.name, base.bandwidth_gbs, base.peak_tflops);
+                        points.size(), r.models_text(), r.weights_text(), base.name, base.bandwidth_gbs, base.peak_tflops);
     print_calibration(term, r);
-    const held_out_errors held = held_out_fit(points, m, wt, base);
+    const held_out_errors held = held_out_fit(points, models, wt, base);
     term << held_out_line(held, points.size());
     if (!held.errs.empty()) {
         j["calibration"]["held_out"] = {{"method", held.method}, {"results", held.errs.size()},
@@ -122,10 +126,13 @@ int calibrate_cli::run(std::ostream & term) {
     for (const auto & [tokens, f] : d.gemm_fraction) {
         gemms += fmt::format("{}{:.3f} TFLOP/s ({:.3f}) at {:g} tokens", gemms.empty() ? "" : ", ", f * d.peak_tflops, f, tokens);
     }
-    term << fmt::format("fitted: weight reads {:.1f} GB/s ({:.3f} of {:.1f}); GEMMs {} (float weights {:.2f}x); {:.1f} us per ubatch; "
-                        "attention {:.4f} ns per K/V KiB + {:.4f} ns per MFLOP{}\n",
-                        d.weight_read_fraction * d.bandwidth_gbs, d.weight_read_fraction, d.bandwidth_gbs, gemms, d.float_gemm_speedup,
-                        d.ubatch_overhead_s * 1e6, d.attn_s_per_kv_byte * 1e9 * 1024, d.attn_s_per_flop * 1e15,
+    std::string by_type;
+    for (const auto & [type, f] : d.weight_read_fraction_by_type) by_type += fmt::format("{}{} {:.1f}", by_type.empty() ? "" : ", ", type, f * d.bandwidth_gbs);
+    term << fmt::format("fitted: weight reads {:.1f} GB/s ({:.3f} of {:.1f}){}; GEMMs {} (float weights {:.2f}x); {:.1f} us per ubatch + "
+                        "{:.2f} us per layer (+ {:.2f} us per layer of a ubatch of 2 tokens or more); attention {:.4f} ns per K/V KiB + {:.4f} ns per MFLOP{}\n",
+                        d.weight_read_fraction * d.bandwidth_gbs, d.weight_read_fraction, d.bandwidth_gbs,
+                        by_type.empty() ? "" : fmt::format(" (by weight type, GB/s: {})", by_type), gemms, d.float_gemm_speedup,
+                        d.ubatch_overhead_s * 1e6, d.layer_overhead_s * 1e6, d.gemm_layer_overhead_s * 1e6, d.attn_s_per_kv_byte * 1e9 * 1024, d.attn_s_per_flop * 1e15,
                         d.repack_rows ? fmt::format("; repacked matmul: {:.3f} ms per extra pass over 1 GB of weights ({} tokens per gemm); "
                                                     "unpacked matrices: {:.2f} ms per row per 1e9 parameters; "
                                                     "{:.3f} ns per cell scanned past the mask",

@@ -13,7 +13,8 @@ namespace kvsim {
 
 struct calibrate_cli {
     std::vector<std::string> files;
-    std::string model_name, weights, device = "cpu", out, name = "calibrated";
+    std::vector<std::string> model_names;   // --model: the candidates (empty: every preset)
+    std::string weights, device = "cpu", out, name = "calibrated";
     int threads = 0;
     bool predict = false;
     std::string attention_cells;   // n_kv | visible: overrides the base profile's   // no fit: predict each result with --device and print the errors

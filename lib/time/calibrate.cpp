@@ -239,6 +239,26 @@ const weight_file_type & bench_weight_type(const llama_bench_row & p, const weig
     return *found;
 }
 
+const model_shape & bench_model(const llama_bench_row & p, const weight_file_type & ft, const std::vector<model_shape> & models) {
+    if (models.size() == 1) {
+        check_bench_model(p, models.front(), ft);
+        return models.front();
+    }
+    for (const auto & m : models) {
+        try {
+            check_bench_model(p, m, ft);
+            return m;
+        } catch (const input_error &) {   // another of the candidates
+        }
+    }
+    std::vector<std::string> names;
+    for (const auto & m : models) names.push_back(m.name);
+    bad_field({p.file, p.index, p.line}, "model_n_params", fmt::format("{:.0f}", p.model_n_params),
+              fmt::format("with model_size {:.0f} matches none of the models {} in {} (parameters within 2 %, size within 3 %): "
+                          "a model kvsim has no preset for, or name the results' model with --model",
+                          p.model_size, cut_text(fmt::format("{}", fmt::join(names, ", "))), ft.name));
+}
+
 void check_bench_model(const llama_bench_row & p, const model_shape & m, const weight_file_type & ft) {
     const weight_bytes w = model_weight_bytes(m, ft);
     if (std::abs(p.model_n_params / w.n_params - 1) > 0.02) {
@@ -272,35 +292,59 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
 namespace {
 // The fitted terms: seconds per weight byte (memory-bound ubatches), per ubatch, per K/V byte,
 // per attention FLOP, then seconds per dense FLOP for each ubatch size (compute-bound ubatches).
-enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_UNPACKED, T_TILED, T_GEMM0 };
+// Past the GEMM sizes, one column per weight type but the first (fit_state::type0): what its reads cost per byte beyond
+// the first type's (results of several models only: fit_row).
+enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_UNPACKED, T_TILED, T_LAYER, T_GEMM_LAYER, T_GEMM0 };
 const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_overhead_s", "attn_s_per_kv_byte", "attn_s_per_flop",
                                             "extra_pass_s_per_byte", "attn_s_per_scanned_cell", "unpacked_s_per_param_row",
-                                            "attn_tiled_s_per_kv_byte"};
+                                            "attn_tiled_s_per_kv_byte", "layer_overhead_s", "gemm_layer_overhead_s"};
+
+// What a fit needs of each result beside its ubatches: its model's layers (the per-layer cost) and its weight type (an
+// index into the fit's types: a read rate per type)
+struct fit_row {
+    double n_layer = 0;
+    size_t type = 0;
+};
 
 struct fit_state {
-    std::vector<double> x;          // T_GEMM0 + sizes.size() terms
+    std::vector<double> x;          // T_GEMM0 + sizes.size() + (types - 1) terms
     std::vector<bool> active;
     std::vector<bool> from_base = std::vector<bool>(T_GEMM0, false);   // kept at the base profile's value (keep_from_base)
     std::vector<double> sizes;      // distinct tokens per ubatch, ascending
+    std::vector<std::string> types; // the results' weight types (fit_row::type indexes them)
+    size_t type0 = 0;               // the column of types[1]'s extra cost per byte
+    // a read rate per type (results of several layer counts): one-token ubatches are their reads, whatever the GEMM
+    // fraction at one token would say (the matrix-vector kernels' cost per byte is what the per-type rate is; left to
+    // the branches, a fit put every quantized decode step on a "GEMM" at 1 token and had no quantized read left to rate)
+    bool reads_by_type = false;
     size_t gemm_of(double n_tokens) const {
         return T_GEMM0 + (size_t) (std::lower_bound(sizes.begin(), sizes.end(), n_tokens) - sizes.begin());
     }
-    bool memory_bound(const ubatch_terms & t) const {
-        return t.gemv_only || t.weight_bytes * x[T_WEIGHTS] >= t.dense_flops * x[gemm_of(t.n_tokens)];
+    // seconds per weight byte of type `type`
+    double read_s(size_t type) const { return x[T_WEIGHTS] + (type > 0 ? x[type0 + type - 1] : 0.0); }
+    bool memory_bound(const ubatch_terms & t, size_t type) const {
+        return t.gemv_only || (reads_by_type && t.n_tokens <= 1) || t.weight_bytes * read_s(type) >= t.dense_flops * x[gemm_of(t.n_tokens)];
     }
+    bool is_type(size_t k) const { return k >= type0; }
     std::string name(size_t k) const {
+        if (is_type(k)) return fmt::format("weight_read_fraction_by_type {}", types[k - type0 + 1]);
         return k < T_GEMM0 ? k_term_names[k] : fmt::format("gemm_fraction at {:g} tokens", sizes[k - T_GEMM0]);
+    }
+    // The fitted GEMM fractions: what the profile's gemm_fraction becomes.
+    std::vector<std::pair<double, double>> fractions(double peak) const {
+        std::vector<std::pair<double, double>> v;
+        for (size_t k = T_GEMM0; k < type0; ++k) {
+            if (active[k]) v.emplace_back(sizes[k - T_GEMM0], 1.0 / (x[k] * peak));
+        }
+        return v;
     }
     // A size without compute-bound ubatches takes the fraction the profile will give it
     // (device_profile::gemm_fraction_at over the fitted sizes), so the branches stay consistent.
     void fill_inactive_sizes(double peak) {
         device_profile d;
-        d.gemm_fraction.clear();
-        for (size_t k = T_GEMM0; k < x.size(); ++k) {
-            if (active[k]) d.gemm_fraction.emplace_back(sizes[k - T_GEMM0], 1.0 / (x[k] * peak));
-        }
+        d.gemm_fraction = fractions(peak);
         if (d.gemm_fraction.empty()) return;
-        for (size_t k = T_GEMM0; k < x.size(); ++k) {
+        for (size_t k = T_GEMM0; k < type0; ++k) {
             if (!active[k]) x[k] = 1.0 / (d.gemm_fraction_at(sizes[k - T_GEMM0]) * peak);
         }
     }
@@ -317,11 +361,22 @@ bool give_up_first(fit_state & s, std::initializer_list<term> order, const char 
     }
     return false;
 }
+// Gives up the last still active weight type's own read rate (its reads then cost what the first type's do).
+bool give_up_type(fit_state & s, const char * why, std::vector<std::string> & notes) {
+    for (size_t k = s.x.size(); k-- > s.type0;) {
+        if (!s.active[k]) continue;
+        s.active[k] = false;
+        s.x[k] = 0;
+        notes.push_back(fmt::format("{}: {}; read at {}'s rate", s.name(k), why, s.types.front()));
+        return true;
+    }
+    return false;
+}
 
 // Least squares of the active terms on relative error (rows divided by the measured time);
 // false when the active columns are rank-deficient.
-bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, fit_state & s,
-           const std::vector<bool> & branch_mem) {
+bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const std::vector<fit_row> & rows,
+           fit_state & s, const std::vector<bool> & branch_mem) {
     std::vector<size_t> cols;
     for (size_t k = 0; k < s.x.size(); ++k) {
         if (s.active[k]) cols.push_back(k);
@@ -335,9 +390,15 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
         const bool tiled_apart = s.active[T_TILED] || s.x[T_TILED] > 0;
         for (const auto & u : pts[i]) {
             const ubatch_terms t = tiled_apart ? u : tiled_as_one_row(u);
-            if (branch_mem[ub++]) row[T_WEIGHTS] += t.weight_bytes;
-            else row[s.gemm_of(t.n_tokens)] += t.dense_flops;
+            if (branch_mem[ub++]) {
+                row[T_WEIGHTS] += t.weight_bytes;
+                if (rows[i].type > 0) row[s.type0 + rows[i].type - 1] += t.weight_bytes;
+            } else {
+                row[s.gemm_of(t.n_tokens)] += t.dense_flops;
+            }
             row[T_UBATCH] += 1;
+            row[T_LAYER] += rows[i].n_layer;
+            if (t.n_tokens >= 2) row[T_GEMM_LAYER] += rows[i].n_layer;
             row[T_KV] += t.kv_bytes;
             row[T_ATTN_FLOPS] += t.attn_flops;
             row[T_EXTRA_PASS] += t.extra_pass_bytes;
@@ -366,45 +427,58 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
     return true;
 }
 
-std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, const fit_state & s) {
+std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<fit_row> & rows, const fit_state & s) {
     std::vector<bool> v;
-    for (const auto & p : pts)
-        for (const auto & t : p) v.push_back(s.memory_bound(t));
+    for (size_t i = 0; i < pts.size(); ++i)
+        for (const auto & t : pts[i]) v.push_back(s.memory_bound(t, rows[i].type));
     return v;
 }
 // Fewer results than free terms (a published pp512 + tg128 pair): the per-ubatch cost, then the
 // attention terms, are taken from the base profile, each named in notes, until the results cover the
 // rest. False when even the weight-read and GEMM terms outnumber the results.
 bool keep_from_base(fit_state & s, const device_profile & base, size_t n_results, std::vector<std::string> & notes) {
-    const std::pair<size_t, double> order[] = {{T_SCAN, base.attn_s_per_scanned_cell},
+    const std::pair<size_t, double> order[] = {{T_GEMM_LAYER, base.gemm_layer_overhead_s},
+                                               {T_LAYER, base.layer_overhead_s},
+                                               {T_SCAN, base.attn_s_per_scanned_cell},
                                                {T_UNPACKED, base.unpacked_s_per_param_row},
                                                {T_TILED, base.attn_tiled_s_per_kv_byte},
                                                {T_EXTRA_PASS, base.extra_pass_s_per_byte},
                                                {T_UBATCH, base.ubatch_overhead_s},
                                                {T_ATTN_FLOPS, base.attn_s_per_flop},
                                                {T_KV, base.attn_s_per_kv_byte}};
+    const auto enough = [&] { return n_results >= (size_t) std::count(s.active.begin(), s.active.end(), true); };
+    // a read rate per weight type first: without it every type reads at the first one's
+    while (!enough() && give_up_type(s, fmt::format("{} results cannot also fit it", n_results).c_str(), notes)) {
+    }
     for (const auto & [t, value] : order) {
-        if (n_results >= (size_t) std::count(s.active.begin(), s.active.end(), true)) return true;
+        if (enough()) return true;
         if (!s.active[t]) continue;
         s.active[t] = false;
         s.x[t] = value;
         s.from_base[t] = true;
         notes.push_back(fmt::format("{}: kept from the base profile ({:g}): {} results cannot also fit it", s.name(t), value, n_results));
     }
-    return n_results >= (size_t) std::count(s.active.begin(), s.active.end(), true);
+    return enough();
 }
 
-// Each result's weight type (--weights, when given, must be each one's), each result checked against the
-// model in its type; the distinct types go to r.weights.
-std::vector<const weight_file_type *> checked_weight_types(const std::vector<llama_bench_row> & points, const model_shape & m,
-                                                           const weight_file_type * weights, calibration_result & r) {
+// Each result's weight type (--weights, when given, must be each one's) and model (bench_model among `models`); the
+// distinct types go to r.weights, the distinct models' names to r.models.
+struct checked_rows {
+    std::vector<const weight_file_type *> ft;
+    std::vector<const model_shape *> ms;
+};
+checked_rows check_rows(const std::vector<llama_bench_row> & points, const std::vector<model_shape> & models,
+                        const weight_file_type * weights, calibration_result & r) {
     if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
-    std::vector<const weight_file_type *> v;
+    if (models.empty()) throw usage_error("kvsim calibrate: no model to match the results to");
+    checked_rows v;
     for (const auto & p : points) {
         const weight_file_type & ft = bench_weight_type(p, weights);
-        check_bench_model(p, m, ft);
-        v.push_back(&ft);
+        const model_shape & m = bench_model(p, ft, models);
+        v.ft.push_back(&ft);
+        v.ms.push_back(&m);
         if (std::find(r.weights.begin(), r.weights.end(), &ft) == r.weights.end()) r.weights.push_back(&ft);
+        if (std::find(r.models.begin(), r.models.end(), m.name) == r.models.end()) r.models.push_back(m.name);
     }
     return v;
 }
@@ -434,19 +508,81 @@ struct weight_term_negative : usage_error {
     using usage_error::usage_error;
 };
 
-term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const model_shape & m,
+// The results' models and weight types, as a fit sees them (fit_row), and the types in order of first use.
+std::vector<fit_row> fit_rows(const checked_rows & c, std::vector<std::string> & types) {
+    std::vector<fit_row> rows;
+    for (size_t i = 0; i < c.ft.size(); ++i) {
+        const std::string name = c.ft[i]->name;
+        auto it = std::find(types.begin(), types.end(), name);
+        if (it == types.end()) it = types.insert(types.end(), name);
+        rows.push_back({(double) c.ms[i]->n_layer, (size_t) (it - types.begin())});
+    }
+    return rows;
+}
+
+// Results of several layer counts tell a per-layer cost from a per-ubatch one, and several models in one weight type
+// let each type's read rate stand apart from the fixed costs (one model's two types cannot: their decode steps are two
+// equations for three unknowns). Otherwise both are kept: the per-layer cost from the base, every type at one rate.
+bool several_layer_counts(const checked_rows & c) {
+    for (const model_shape * m : c.ms) {
+        if (m->n_layer != c.ms.front()->n_layer) return true;
+    }
+    return false;
+}
+
+// The fitted read rates as the profile holds them: a fraction per type when the fit had one per type (the types not
+// fitted then read at their median), else the base's ratios between types scaled to the one fitted rate.
+void set_read_fractions(const fit_state & s, const device_profile & base, double bw, device_profile & d, std::vector<std::string> & notes) {
+    d.weight_read_fraction_by_type.clear();
+    d.weight_read_fraction = 1.0 / (s.x[T_WEIGHTS] * bw);
+    bool per_type = false;
+    for (size_t k = s.type0; k < s.x.size(); ++k) per_type = per_type || s.active[k];
+    if (per_type) {
+        std::vector<double> f;
+        for (size_t t = 0; t < s.types.size(); ++t) {
+            f.push_back(1.0 / (s.read_s(t) * bw));
+            d.weight_read_fraction_by_type[s.types[t]] = f.back();
+        }
+        std::sort(f.begin(), f.end());
+        d.weight_read_fraction = f.size() % 2 ? f[f.size() / 2] : (f[f.size() / 2 - 1] + f[f.size() / 2]) / 2;
+        return;
+    }
+    if (base.weight_read_fraction_by_type.empty()) return;
+    const double scale = d.weight_read_fraction / base.read_fraction(s.types.front());
+    for (const auto & [name, f] : base.weight_read_fraction_by_type) d.weight_read_fraction_by_type[name] = f * scale;
+    d.weight_read_fraction = base.weight_read_fraction * scale;
+    notes.push_back(fmt::format("weight_read_fraction_by_type: the base profile's ratios between weight types, scaled to the {} reads "
+                                "fitted here ({:.3f}x the base's)", s.types.front(), scale));
+}
+
+term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const checked_rows & c,
                    const device_profile & base) {
     term_fit r;
     fit_state s;
+    const std::vector<fit_row> rows = fit_rows(c, s.types);
+    const bool several = several_layer_counts(c);
+    s.reads_by_type = several;
     for (const auto & p : pts)
         for (const auto & t : p) s.sizes.push_back(t.n_tokens);
     std::sort(s.sizes.begin(), s.sizes.end());
     s.sizes.erase(std::unique(s.sizes.begin(), s.sizes.end()), s.sizes.end());
     const double bw = base.bandwidth_gbs * 1e9, peak = base.peak_tflops * 1e12;
-    s.x.assign(T_GEMM0 + s.sizes.size(), 0.0);
+    s.type0 = T_GEMM0 + s.sizes.size();
+    s.x.assign(s.type0 + s.types.size() - 1, 0.0);
     s.active.assign(s.x.size(), true);
-    s.x[T_WEIGHTS] = 1.0 / (bw * base.weight_read_fraction);
-    for (size_t k = T_GEMM0; k < s.x.size(); ++k) s.x[k] = 1.0 / (peak * base.gemm_fraction_at(s.sizes[k - T_GEMM0]));
+    s.x[T_WEIGHTS] = 1.0 / (bw * base.read_fraction(s.types.front()));
+    for (size_t k = T_GEMM0; k < s.type0; ++k) s.x[k] = 1.0 / (peak * base.gemm_fraction_at(s.sizes[k - T_GEMM0]));
+    s.x[T_LAYER] = base.layer_overhead_s;
+    s.active[T_LAYER] = several;
+    s.x[T_GEMM_LAYER] = base.gemm_layer_overhead_s;
+    s.active[T_GEMM_LAYER] = several;
+    for (const auto & [t, value] : {std::pair{T_LAYER, base.layer_overhead_s}, std::pair{T_GEMM_LAYER, base.gemm_layer_overhead_s}}) {
+        if (!several && value > 0) {
+            r.notes.push_back(fmt::format("{}: kept from the base profile ({:g}): results of one layer count cannot tell it from the "
+                                          "per-ubatch cost", k_term_names[t], value));
+        }
+    }
+    for (size_t k = s.type0; k < s.x.size(); ++k) s.active[k] = several;
     // a term no result exercises is not free (no K/V read: all results single tokens at depth 0)
     if (!any_ubatch(pts, &ubatch_terms::kv_bytes)) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
     // charged on the visible cells, the K/V bytes and the attention FLOPs are both the visible cells times a constant
@@ -468,41 +604,62 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     // the tiled flash-attention path's cells (visible only)
     s.x[T_TILED] = base.attn_tiled_s_per_kv_byte;
     if (!any_ubatch(pts, &ubatch_terms::tiled_kv_bytes)) s.active[T_TILED] = false;
-    std::vector<bool> branch = branches(pts, s);
+    std::vector<bool> branch = branches(pts, rows, s);
     std::vector<bool> gemm_free(s.x.size(), true);   // sizes not given up as unseparable
     for (int iter = 0; iter < 100; ++iter) {
         // a branch no ubatch takes has no column: a size with no compute-bound ubatch is not free
         std::vector<bool> has(s.x.size(), false);
         size_t ub = 0;
-        for (const auto & p : pts)
-            for (const auto & t : p) has[branch[ub++] ? (size_t) T_WEIGHTS : s.gemm_of(t.n_tokens)] = true;
+        for (size_t i = 0; i < pts.size(); ++i) {
+            for (const auto & t : pts[i]) {
+                const bool mem = branch[ub++];
+                has[mem ? (size_t) T_WEIGHTS : s.gemm_of(t.n_tokens)] = true;
+                if (mem && rows[i].type > 0) has[s.type0 + rows[i].type - 1] = true;
+            }
+        }
         if (!has[T_WEIGHTS]) s.active[T_WEIGHTS] = false;
-        for (size_t k = T_GEMM0; k < s.x.size(); ++k) s.active[k] = has[k] && gemm_free[k];
+        for (size_t k = T_GEMM0; k < s.type0; ++k) s.active[k] = has[k] && gemm_free[k];
+        for (size_t k = s.type0; k < s.x.size(); ++k) {   // a type without memory-bound ubatches reads at the first one's rate
+            if (!has[k]) s.active[k] = false, s.x[k] = 0;
+        }
         if (!keep_from_base(s, base, pts.size(), r.notes)) {
             throw usage_error(fmt::format("kvsim calibrate: {} llama-bench result(s) for {} free terms; run llama-bench with more "
                                           "-p/-n/-d/-ub values (e.g. -p 64,256,512 -n 32 -d 0,1024,4096)",
                                           pts.size(), (size_t) std::count(s.active.begin(), s.active.end(), true)));
         }
-        if (!solve(pts, y, s, branch)) {
+        if (!solve(pts, y, rows, s, branch)) {
             // not separable by these results: give up the least identifiable term, in this order
             // (the per-ubatch cost is collinear with the per-size GEMM terms when every size has one)
-            if (!give_up_first(s, {T_SCAN, T_UNPACKED, T_UBATCH, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS},
-                               "these results cannot separate it from the other terms", r.notes)) {
+            const char * why = "these results cannot separate it from the other terms";
+            if (!give_up_first(s, {T_SCAN, T_UNPACKED, T_GEMM_LAYER, T_LAYER}, why, r.notes) && !give_up_type(s, why, r.notes) &&
+                !give_up_first(s, {T_UBATCH, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS}, why, r.notes)) {
                 throw usage_error("kvsim calibrate: the results cannot separate the weight-read and GEMM terms");
             }
             continue;
         }
         // a negative cost is not physical: fix the most negative term and fit again
+        // (a type's extra cost per byte may be below 0, a faster type than the first, as long as its reads cost time)
         size_t worst = s.x.size();
-        for (size_t k = 0; k < s.x.size(); ++k) {
+        for (size_t k = 0; k < s.type0; ++k) {
             if (s.active[k] && s.x[k] < 0 && (worst == s.x.size() || s.x[k] < s.x[worst])) worst = k;
+        }
+        if (worst == s.x.size()) {
+            for (size_t t = 1; t < s.types.size(); ++t) {
+                if (s.active[s.type0 + t - 1] && s.read_s(t) <= 0) worst = s.type0 + t - 1;
+            }
+        }
+        if (worst < s.x.size() && s.is_type(worst)) {
+            s.active[worst] = false;
+            s.x[worst] = 0;
+            r.notes.push_back(fmt::format("{}: its reads fitted to take no time; read at {}'s rate", s.name(worst), s.types.front()));
+            continue;
         }
         if (worst < s.x.size()) {
             if (worst == T_WEIGHTS) {
                 // the per-ubatch cost and the weight reads are both a constant per memory-bound ubatch: noise in
                 // results of many small ubatches traded one for the other (measured: llama.cpp -t 2, 35.8 ms per
                 // ubatch and weight reads below 0); the per-ubatch cost goes first, then the unseparable order
-                if (!give_up_first(s, {T_UBATCH, T_SCAN, T_UNPACKED, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS},
+                if (!give_up_first(s, {T_UBATCH, T_GEMM_LAYER, T_LAYER, T_SCAN, T_UNPACKED, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS},
                                    "fitted against the weight reads, which came out below 0", r.notes)) {
                     throw weight_term_negative("kvsim calibrate: the weight-read term came out negative; the results do not look like "
                                                "one model on one machine");
@@ -518,7 +675,7 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
             continue;
         }
         s.fill_inactive_sizes(peak);
-        const std::vector<bool> next = branches(pts, s);
+        const std::vector<bool> next = branches(pts, rows, s);
         if (next == branch) break;
         branch = next;
     }
@@ -526,17 +683,15 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     d = base;
     d.source = "calibrated";
     d.float_gemm_speedup = 1.0;   // the FLOPs given already carry it; calibrate sets the one tried
-    d.weight_read_fraction = 1.0 / (s.x[T_WEIGHTS] * bw);
-    d.gemm_fraction.clear();
-    for (size_t k = T_GEMM0; k < s.x.size(); ++k) {
-        if (s.active[k]) d.gemm_fraction.emplace_back(s.sizes[k - T_GEMM0], 1.0 / (s.x[k] * peak));
-    }
+    set_read_fractions(s, base, bw, d, r.notes);
+    d.gemm_fraction = s.fractions(peak);
     if (d.gemm_fraction.empty()) {
         r.notes.push_back("gemm_fraction: no compute-bound ubatch in these results; kept from the base profile");
         d.gemm_fraction = base.gemm_fraction;
     }
     d.ubatch_overhead_s = s.x[T_UBATCH];
-    d.layer_overhead_s = 0;
+    d.layer_overhead_s = s.x[T_LAYER];
+    d.gemm_layer_overhead_s = s.x[T_GEMM_LAYER];
     // attention fitted as linear terms, unless both came from the base profile: then its model too
     const bool attention_from_base = s.from_base[T_KV] && s.from_base[T_ATTN_FLOPS];
     d.attention = attention_from_base ? base.attention : "linear";
@@ -546,8 +701,8 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     d.attn_s_per_scanned_cell = s.x[T_SCAN];
     d.unpacked_s_per_param_row = s.x[T_UNPACKED];
     d.attn_tiled_s_per_kv_byte = s.x[T_TILED];
-    const step_time_model fitted{d, m, nullptr};   // the float speed-up is already in the FLOPs
     for (size_t i = 0; i < pts.size(); ++i) {
+        const step_time_model fitted{d, *c.ms[i], c.ft[i]};   // the float speed-up is already in the FLOPs (d's is 1)
         double t = 0;
         for (const auto & u : pts[i]) t += fitted.seconds_of(u);
         r.sq_error += (t - y[i]) * (t - y[i]) / (y[i] * y[i]);
@@ -568,11 +723,11 @@ std::vector<std::vector<ubatch_terms>> with_float_speedup(std::vector<std::vecto
 
 // float_gemm_speedup by a search on its logarithm (the other terms are linear given it): a coarse grid over
 // 1/4..4, then golden-section around the best grid point. Results of one weight family cannot tell it: the base's.
-double fit_float_speedup(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const model_shape & m,
-                         const std::vector<const weight_file_type *> & ft, const device_profile & base) {
+double fit_float_speedup(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const checked_rows & c,
+                         const device_profile & base) {
     const auto cost = [&](double log_f) {
         try {
-            return fit_terms(with_float_speedup(pts, ft, std::exp(log_f)), y, m, base).sq_error;
+            return fit_terms(with_float_speedup(pts, c.ft, std::exp(log_f)), y, c, base).sq_error;
         } catch (const usage_error &) {
             return HUGE_VAL;
         }
@@ -648,17 +803,17 @@ namespace {
 // for rows of 256 sequences).
 struct fit_input {
     std::vector<llama_bench_row> points;
-    std::vector<const weight_file_type *> ft;
+    checked_rows rows;   // each result's weight type and model (pointing into the caller's models)
     std::vector<std::vector<ubatch_terms>> pts;
 
-    fit_input(const std::vector<llama_bench_row> & p, const model_shape & m, const weight_file_type * weights, const device_profile & base,
-              calibration_result & r)
+    fit_input(const std::vector<llama_bench_row> & p, const std::vector<model_shape> & models, const weight_file_type * weights,
+              const device_profile & base, calibration_result & r)
         : points(p) {
         check_one_machine(points);
-        ft = checked_weight_types(points, m, weights, r);
+        rows = check_rows(points, models, weights, r);
         size_t ubatches = 0;
         for (size_t i = 0; i < points.size(); ++i) {
-            pts.push_back(bench_row_ubatches(points[i], step_time_model{base, m, ft[i]}));
+            pts.push_back(bench_row_ubatches(points[i], step_time_model{base, *rows.ms[i], rows.ft[i]}));
             // every timed ubatch's terms are kept (and copied per held-out fold): eight results of 2^20 generated
             // tokens took 2.3 GB and over a minute before this bound
             if ((ubatches += pts.back().size()) > k_max_fit_ubatches) {
@@ -672,10 +827,11 @@ struct fit_input {
     // the results whose index is not in `fold` (held_out_fit's k folds: index % k)
     fit_input without_fold(size_t fold, size_t k) const {
         fit_input rest = *this;
-        rest.points.clear(), rest.ft.clear(), rest.pts.clear();
+        rest.points.clear(), rest.rows = {}, rest.pts.clear();
         for (size_t i = 0; i < points.size(); ++i) {
             if (i % k == fold) continue;
-            rest.points.push_back(points[i]), rest.ft.push_back(ft[i]), rest.pts.push_back(pts[i]);
+            rest.points.push_back(points[i]), rest.rows.ft.push_back(rows.ft[i]), rest.rows.ms.push_back(rows.ms[i]);
+            rest.pts.push_back(pts[i]);
         }
         return rest;
     }
@@ -723,10 +879,10 @@ double predicted_s(const device_profile & d, const model_shape & m, const weight
 }
 
 // calibrate's fit on prepared results; r holds fit_input's weight list.
-calibration_result fit_results(const fit_input & in, const model_shape & m, const device_profile & base, calibration_result r) {
+calibration_result fit_results(const fit_input & in, const device_profile & base, calibration_result r) {
     if (in.points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");   // leave-one-out of one result
     const auto & points = in.points;
-    const auto & ft = in.ft;
+    const auto & ft = in.rows.ft;
     const auto & pts = in.pts;
     std::vector<double> y;
     for (const auto & p : points) y.push_back(p.avg_s);
@@ -739,10 +895,10 @@ calibration_result fit_results(const fit_input & in, const model_shape & m, cons
         return false;
     };
     const bool both = has_prompts(true) && has_prompts(false);
-    const double speedup = both ? fit_float_speedup(pts, y, m, ft, base) : base.float_gemm_speedup;
+    const double speedup = both ? fit_float_speedup(pts, y, in.rows, base) : base.float_gemm_speedup;
     term_fit fit = [&] {
         try {
-            return fit_terms(with_float_speedup(pts, ft, speedup), y, m, base);
+            return fit_terms(with_float_speedup(pts, ft, speedup), y, in.rows, base);
         } catch (const weight_term_negative & e) {
             throw usage_error(e.what() + contradicting_pair(points, pts));
         }
@@ -757,57 +913,67 @@ calibration_result fit_results(const fit_input & in, const model_shape & m, cons
     d.float_gemm_speedup = speedup;
     // Reads above the base's bandwidth are no device's: a cost these results cannot place went into the other terms
     // (the H200's one-model fit: 1.08-1.12 x 4.8 TB/s beside 2.9 ms per ubatch, docs/benchmarks.md "The H200 measured")
-    if (d.weight_read_fraction > 1.0) {
-        r.notes.push_back(fmt::format("weight_read_fraction {:.3f}: weight reads faster than the base's {:g} GB/s, which no device does: "
-                                      "a cost these results cannot place went into the other terms (one model's results cannot tell a "
-                                      "per-layer cost from a per-ubatch one, nor one weight type's read rate from another's)",
-                                      d.weight_read_fraction, d.bandwidth_gbs));
+    std::pair<std::string, double> fastest{"", d.weight_read_fraction};
+    for (const auto & [name, f] : d.weight_read_fraction_by_type) {
+        if (f > fastest.second) fastest = {name, f};
+    }
+    if (fastest.second > 1.0) {
+        r.notes.push_back(fmt::format("weight_read_fraction{} {:.3f}: weight reads faster than the base's {:g} GB/s, which no device does: "
+                                      "a cost these results cannot place went into the other terms{}",
+                                      fastest.first.empty() ? "" : " of " + fastest.first, fastest.second, d.bandwidth_gbs,
+                                      r.models.size() > 1 ? "" : " (one model's results cannot tell a per-layer cost from a per-ubatch one, "
+                                                                 "nor one weight type's read rate from another's)"));
     }
     std::map<int, int> threads;
     for (const auto & p : points) ++threads[p.n_threads];
     d.threads = std::max_element(threads.begin(), threads.end(), [](auto a, auto b) { return a.second < b.second; })->first;
-    for (size_t i = 0; i < points.size(); ++i) r.points.push_back({points[i], predicted_s(d, m, ft[i], pts[i])});
+    for (size_t i = 0; i < points.size(); ++i) r.points.push_back({points[i], predicted_s(d, *in.rows.ms[i], ft[i], pts[i])});
     r.in_sample = true;
     return r;
 }
 }  // namespace
 
-calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
-                             const device_profile & base) {
+calibration_result calibrate(const std::vector<llama_bench_row> & points, const std::vector<model_shape> & models,
+                             const weight_file_type * weights, const device_profile & base) {
     calibration_result r;
-    const fit_input in(points, m, weights, base, r);
-    return fit_results(in, m, base, std::move(r));
+    const fit_input in(points, models, weights, base, r);
+    return fit_results(in, base, std::move(r));
 }
 
-calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
-                                 const device_profile & profile) {
+calibration_result predict_bench(const std::vector<llama_bench_row> & points, const std::vector<model_shape> & models,
+                                 const weight_file_type * weights, const device_profile & profile) {
     calibration_result r;
-    const std::vector<const weight_file_type *> ft = checked_weight_types(points, m, weights, r);
+    const checked_rows c = check_rows(points, models, weights, r);
     r.profile = profile;
     for (size_t i = 0; i < points.size(); ++i) {
-        r.points.push_back({points[i], predicted_s(profile, m, ft[i], bench_row_ubatches(points[i], step_time_model{profile, m, ft[i]}))});
+        const step_time_model tm{profile, *c.ms[i], c.ft[i]};
+        r.points.push_back({points[i], predicted_s(profile, *c.ms[i], c.ft[i], bench_row_ubatches(points[i], tm))});
     }
     return r;
 }
 
-held_out_errors held_out_fit(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
-                             const device_profile & base) {
+held_out_errors held_out_fit(const std::vector<llama_bench_row> & points, const std::vector<model_shape> & models,
+                             const weight_file_type * weights, const device_profile & base) {
     calibration_result checked;
-    const fit_input all(points, m, weights, base, checked);
+    const fit_input all(points, models, weights, base, checked);
     // one fit per result costs results^2 (23,696 results: over 4 minutes); past k_max_leave_one_out, 10 folds
     const size_t k = points.size() <= k_max_leave_one_out ? points.size() : 10;
     held_out_errors h{k == points.size() ? "leave-one-out" : fmt::format("{}-fold", k), std::vector<double>(points.size(), NAN)};
     for (size_t fold = 0; fold < k; ++fold) {
         try {
-            const calibration_result fit = fit_results(all.without_fold(fold, k), m, base, checked);
+            const calibration_result fit = fit_results(all.without_fold(fold, k), base, checked);
             for (size_t i = fold; i < points.size(); i += k) {
-                h.errs[i] = calibration_point{points[i], predicted_s(fit.profile, m, all.ft[i], all.pts[i])}.error();
+                h.errs[i] = calibration_point{points[i], predicted_s(fit.profile, *all.rows.ms[i], all.rows.ft[i], all.pts[i])}.error();
             }
         } catch (const usage_error &) {   // the others alone cannot fit the terms: no held-out figure for this fold
         }
     }
     h.errs.erase(std::remove_if(h.errs.begin(), h.errs.end(), [](double e) { return std::isnan(e); }), h.errs.end());
     return h;
+}
+
+std::string calibration_result::models_text() const {
+    return fmt::format("{}", fmt::join(models, " + "));
 }
 
 std::string calibration_result::weights_text() const {

@@ -61,6 +61,10 @@ const weight_file_type & bench_weight_type(const llama_bench_row & p, const weig
 // Checks that the point's model_n_params (within 2 %) and model_size (within 3 %) are those of
 // `m` in file type `ft`; throws input_error naming the file and the field otherwise.
 void check_bench_model(const llama_bench_row & p, const model_shape & m, const weight_file_type & ft);
+// The model of a point: the first of `models` that check_bench_model accepts (one model: check_bench_model's error);
+// throws input_error naming the file, the row and model_n_params when none does. llama-bench's model_type ("llama 8B
+// Q4_K - Medium") names no preset, so the parameters and the file size decide (llama-3-8b and llama-3.1-8b are one shape).
+const model_shape & bench_model(const llama_bench_row & p, const weight_file_type & ft, const std::vector<model_shape> & models);
 
 // The timed ubatches of one point: terms per ubatch (step_time_model::terms). Throws input_error
 // for a cache type kvsim does not model.
@@ -75,30 +79,42 @@ struct calibration_point {
 struct calibration_result {
     device_profile profile;
     std::vector<const weight_file_type *> weights;   // the results' weight types, each once, in order of first use
+    std::vector<std::string> models;                 // the results' models, each once, in order of first use
     std::vector<calibration_point> points;
     std::vector<std::string> notes;   // terms that could not be fitted and were fixed
     std::string weights_text() const;   // "q4_K_M" or "q4_K_M + f16"
+    std::string models_text() const;    // "llama-3.1-8b" or "llama-3.1-8b + llama-3.2-1b"
     bool in_sample = false;             // the points are the fit's own (calibrate), not held out (predict_bench)
 };
 
 // Fits weight_read_fraction, a gemm_fraction per ubatch size that has compute-bound ubatches,
 // ubatch_overhead_s, attn_s_per_kv_byte and attn_s_per_flop on top of `base` (its bandwidth and
-// peak stay: the fractions are relative to them). layer_overhead_s is collinear with the per-ubatch
-// cost on one model (0); a term the results cannot separate is fixed at 0 and named in notes. Throws
-// Results of several weight types of one model fit together: one weight-read fraction for all, so
-// the per-ubatch cost that does not scale with bytes becomes separable (a fit on one type cannot tell
-// it from the weight reads). `weights` (--weights), when given, must be every result's type. With
-// fewer results than free terms (a published pp512 + tg128 pair) the per-ubatch cost, then the
-// attention terms (and, when both, the attention model) are kept from `base`, each named in notes.
+// peak stay: the fractions are relative to them); a term the results cannot separate is fixed at 0 and named in notes.
+// Each result's model is the first of `models` it matches (bench_model). Results of several weight types of one model
+// fit together: one weight-read fraction for all, so the per-ubatch cost that does not scale with bytes becomes
+// separable (a fit on one type cannot tell it from the weight reads); the base's ratios between types
+// (weight_read_fraction_by_type) are kept, scaled. Results of models of several layer counts fit layer_overhead_s
+// (one layer count: kept from the base) and a read fraction per weight type (weight_read_fraction_by_type; the
+// fraction for other types their median). `weights` (--weights), when given, must be every result's type. With
+// fewer results than free terms (a published pp512 + tg128 pair) the per-type rates, the per-layer and per-ubatch
+// costs, then the attention terms (and, when both, the attention model) are kept from `base`, each named in notes.
 // Throws input_error (file, field) for inconsistent input and usage_error when there are fewer
 // points than free terms or the points cannot separate them.
-calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
-                             const device_profile & base);
+calibration_result calibrate(const std::vector<llama_bench_row> & points, const std::vector<model_shape> & models,
+                             const weight_file_type * weights, const device_profile & base);
+inline calibration_result calibrate(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
+                                    const device_profile & base) {
+    return calibrate(points, std::vector<model_shape>{m}, weights, base);
+}
 
 // No fit: each result's time predicted by `profile` (held-out points, or a shipped profile against
 // published llama-bench numbers). Same checks of the input as calibrate.
-calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
-                                 const device_profile & profile);
+calibration_result predict_bench(const std::vector<llama_bench_row> & points, const std::vector<model_shape> & models,
+                                 const weight_file_type * weights, const device_profile & profile);
+inline calibration_result predict_bench(const std::vector<llama_bench_row> & points, const model_shape & m,
+                                        const weight_file_type * weights, const device_profile & profile) {
+    return predict_bench(points, std::vector<model_shape>{m}, weights, profile);
+}
 
 // Held-out accuracy of a fit: each result predicted by the profile fitted on all the others (leave-one-out), or,
 // past k_max_leave_one_out results, on the other 9 of 10 folds (result i in fold i % 10): one fit per result would
@@ -109,8 +125,12 @@ struct held_out_errors {
     std::string method;   // "leave-one-out" or "10-fold": calibration.held_out.method of the profile
     std::vector<double> errs;
 };
-held_out_errors held_out_fit(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
-                             const device_profile & base);
+held_out_errors held_out_fit(const std::vector<llama_bench_row> & points, const std::vector<model_shape> & models,
+                             const weight_file_type * weights, const device_profile & base);
+inline held_out_errors held_out_fit(const std::vector<llama_bench_row> & points, const model_shape & m, const weight_file_type * weights,
+                                    const device_profile & base) {
+    return held_out_fit(points, std::vector<model_shape>{m}, weights, base);
+}
 
 // "held out (leave-one-out ...): |error| median ..., p90 ..., max ... over K of N results".
 std::string held_out_line(const held_out_errors & h, size_t n_results);

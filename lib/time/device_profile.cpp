@@ -1,6 +1,7 @@
 #include "time/device_profile.h"
 
 #include "core/errors.h"
+#include "time/weight_types.h"
 #include "util/json_read.h"
 #include "util/read_file.h"
 
@@ -60,8 +61,8 @@ const std::vector<std::pair<std::string, std::string>> & calibrated_presets() {
     return v;
 }
 
-const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction",
-                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "unpacked_s_per_param_row", "attn_s_per_scanned_cell", "attn_tiled_s_per_kv_byte", "ubatch_overhead_s", "layer_overhead_s", "attn_s_per_kv_byte",
+const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction", "weight_read_fraction_by_type",
+                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "unpacked_s_per_param_row", "attn_s_per_scanned_cell", "attn_tiled_s_per_kv_byte", "ubatch_overhead_s", "layer_overhead_s", "gemm_layer_overhead_s", "attn_s_per_kv_byte",
                                         "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
 
 // Bounds a profile number must lie in: far beyond any device, yet a typo or a hostile file
@@ -108,6 +109,25 @@ std::vector<std::string> split_plus(const std::string & w) {
     }
     return v;
 }
+// weight_read_fraction_by_type: {"f16": 0.88, "q4_K_M": 0.38}: GGUF file type names (as --weights spells them), each a
+// fraction in weight_read_fraction's range.
+void read_fraction_by_type(const nlohmann::json & j, const std::string & where, device_profile & d) {
+    if (!j.contains("weight_read_fraction_by_type")) return;
+    const auto & o = j["weight_read_fraction_by_type"];
+    if (!o.is_object()) throw input_error(where, 0, json_text(o), "field weight_read_fraction_by_type must be an object of file type: fraction");
+    for (const auto & [k, v] : o.items()) {
+        std::string name;
+        try {
+            name = parse_weight_file_type(k).name;
+        } catch (const std::invalid_argument & e) {
+            throw input_error(where, 0, cut_text(k), fmt::format("field weight_read_fraction_by_type: {}", e.what()));
+        }
+        if (name != k) {   // one spelling per type, so a lookup by name finds it
+            throw input_error(where, 0, cut_text(k), fmt::format("field weight_read_fraction_by_type: write {} as {}", k, name));
+        }
+        d.weight_read_fraction_by_type[name] = number(o, k.c_str(), where + ": weight_read_fraction_by_type", 1.0, {1e-6, 10, false});
+    }
+}
 // calibration.several_sequences: its two errors, both required, and the files they came from.
 void read_several_sequences(const nlohmann::json & c, const std::string & where, device_profile & d) {
     if (!c.contains("several_sequences")) return;
@@ -134,7 +154,7 @@ void read_calibration(const nlohmann::json & j, const std::string & where, devic
     const auto & c = j["calibration"];
     if (!c.is_object()) throw input_error(where, 0, json_text(c), "field calibration must be an object");
     // printed in WARNING rows: printable text, as the other printed fields
-    d.calibrated_model = printable(c, "model", where + ": calibration");
+    d.calibrated_models = split_plus(printable(c, "model", where + ": calibration"));
     d.calibrated_weights = split_plus(printable(c, "weights", where + ": calibration"));
     d.calibrated_kv = split_plus(printable(c, "kv", where + ": calibration"));
     d.derived_from = printable(c, "derived_from", where + ": calibration");
@@ -172,15 +192,19 @@ std::string kv_types_name(ggml_type type_k, ggml_type type_v) {
 std::vector<std::string> profile_warnings(const device_profile & d, const model_shape & m, const std::string & weights,
                                           const std::vector<std::string> & kv, bool flash_attn) {
     std::vector<std::string> w;
-    if (!d.calibrated_model.empty()) {
-        bool same = d.calibrated_model == m.name;
-        try {
-            same = same || same_shape(model_preset(d.calibrated_model), m);
-        } catch (const std::invalid_argument &) {   // a calibration on a preset this build does not know
+    if (!d.calibrated_models.empty()) {
+        bool same = false;
+        for (const auto & name : d.calibrated_models) {
+            same = same || name == m.name;
+            try {
+                same = same || same_shape(model_preset(name), m);
+            } catch (const std::invalid_argument &) {   // a calibration on a preset this build does not know
+            }
         }
         if (!same) {
-            w.push_back(fmt::format("profile {} was calibrated on {}, not {}: its fitted efficiencies are another model's",
-                                    d.name, d.calibrated_model, m.name));
+            w.push_back(fmt::format("profile {} was calibrated on {}, not {}: its fitted efficiencies are {}", d.name,
+                                    fmt::join(d.calibrated_models, " + "), m.name,
+                                    d.calibrated_models.size() > 1 ? "other models'" : "another model's"));
         }
     }
     if (!d.calibrated_weights.empty() &&
@@ -239,6 +263,11 @@ nlohmann::json time_accuracy_json(const device_profile & d) {
     return j;
 }
 
+double device_profile::read_fraction(const std::string & name) const {
+    const auto it = weight_read_fraction_by_type.find(name);
+    return it == weight_read_fraction_by_type.end() ? weight_read_fraction : it->second;
+}
+
 double device_profile::gemm_fraction_at(double tokens) const {
     const auto & g = gemm_fraction;
     if (g.empty()) return 1.0;
@@ -286,6 +315,26 @@ device_profile device_preset(const std::string & name) {
     return parse_device_profile(nlohmann::json::parse(device_preset_json(name)), "<built-in " + name + ">");
 }
 
+namespace {
+// gemm_fraction: [[tokens, fraction], ...]
+std::vector<std::pair<double, double>> fraction_points(const nlohmann::json & j, const char * key, const std::string & where) {
+    const auto & g = j[key];
+    const std::string bad = fmt::format("field {} must be a non-empty array of [tokens, fraction] pairs, tokens ascending and >= 1, "
+                                        "fractions in [1e-6, 10]", key);
+    if (!g.is_array() || g.empty()) throw input_error(where, 0, json_text(g), bad);
+    std::vector<std::pair<double, double>> v;
+    for (const auto & p : g) {
+        if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) throw input_error(where, 0, json_text(p), bad);
+        const double t = p[0].get<double>(), f = p[1].get<double>();
+        if (!std::isfinite(t) || !std::isfinite(f) || t < 1 || f < 1e-6 || f > 10 || (!v.empty() && t <= v.back().first)) {
+            throw input_error(where, 0, json_text(p), bad);
+        }
+        v.emplace_back(t, f);
+    }
+    return v;
+}
+}  // namespace
+
 device_profile parse_device_profile(const nlohmann::json & j, const std::string & where) {
     if (!j.is_object()) throw input_error(where, 0, "", "a device profile must be a JSON object");
     for (const auto & [k, v] : j.items()) {
@@ -320,6 +369,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     // a fraction above 1 is legal: calibrate fits against the base profile's peak, which can be
     // below what the machine reaches; 10x the peak is a wrong profile, not an efficiency
     d.weight_read_fraction = number(j, "weight_read_fraction", where, 1.0, {1e-6, 10, false});
+    read_fraction_by_type(j, where, d);
     d.float_gemm_speedup = number(j, "float_gemm_speedup", where, 1.0, {1e-3, 100, false});
     d.ubatch_overhead_s = number(j, "ubatch_overhead_s", where, 0, {0, 1, false});
     d.host_link_gbs = number(j, "host_link_gbs", where, 0, {0, k_max_bandwidth_gbs, false});
@@ -333,22 +383,10 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     d.attn_s_per_scanned_cell = number(j, "attn_s_per_scanned_cell", where, 0, {0, 1e-6, false});
     d.attn_tiled_s_per_kv_byte = number(j, "attn_tiled_s_per_kv_byte", where, 0, {0, 1e-6, false});
     d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
+    d.gemm_layer_overhead_s = number(j, "gemm_layer_overhead_s", where, 0, {0, 1, false});
     d.attn_s_per_kv_byte = number(j, "attn_s_per_kv_byte", where, 0, {0, 1e-6, false});   // >= 1 MB/s
     d.attn_s_per_flop = number(j, "attn_s_per_flop", where, 0, {0, 1e-6, false});         // >= 1 MFLOP/s
-    if (j.contains("gemm_fraction")) {
-        const auto & g = j["gemm_fraction"];
-        const std::string bad = "field gemm_fraction must be a non-empty array of [tokens, fraction] pairs, tokens ascending and >= 1, fractions in [1e-6, 10]";
-        if (!g.is_array() || g.empty()) throw input_error(where, 0, json_text(g), bad);
-        d.gemm_fraction.clear();
-        for (const auto & p : g) {
-            if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) throw input_error(where, 0, json_text(p), bad);
-            const double t = p[0].get<double>(), f = p[1].get<double>();
-            if (!std::isfinite(t) || !std::isfinite(f) || t < 1 || f < 1e-6 || f > 10 || (!d.gemm_fraction.empty() && t <= d.gemm_fraction.back().first)) {
-                throw input_error(where, 0, json_text(p), bad);
-            }
-            d.gemm_fraction.emplace_back(t, f);
-        }
-    }
+    if (j.contains("gemm_fraction")) d.gemm_fraction = fraction_points(j, "gemm_fraction", where);
     return d;
 }
 
@@ -369,7 +407,7 @@ device_profile load_device_profile(const std::string & path) {
 nlohmann::json device_profile_json(const device_profile & d) {
     nlohmann::json g = nlohmann::json::array();
     for (const auto & [t, f] : d.gemm_fraction) g.push_back({t, f});
-    return {{"name", d.name},
+    nlohmann::json j = {{"name", d.name},
             {"source", d.source},
             {"bandwidth_gbs", d.bandwidth_gbs},
             {"peak_tflops", d.peak_tflops},
@@ -390,6 +428,11 @@ nlohmann::json device_profile_json(const device_profile & d) {
             {"attention_cells", d.attention_cells},
             {"attn_s_per_kv_byte", d.attn_s_per_kv_byte},
             {"attn_s_per_flop", d.attn_s_per_flop}};
+    // only when fitted: the profiles without it stay as they were, byte for byte
+    if (!d.weight_read_fraction_by_type.empty()) j["weight_read_fraction_by_type"] = d.weight_read_fraction_by_type;
+    if (d.gemm_layer_overhead_s > 0) j["gemm_layer_overhead_s"] = d.gemm_layer_overhead_s;
+
+    return j;
 }
 
 }  // namespace kvsim

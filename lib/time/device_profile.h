@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,11 @@ struct device_profile {
     uint64_t memory_mib = 0;
     // Achieved fraction of bandwidth_gbs when reading the weights (1 = the datasheet).
     double weight_read_fraction = 1.0;
+    // The same per GGUF file type (--weights name: "f16", "q4_K_M", ...), where a fit across several models could tell
+    // them apart; a type not listed reads at weight_read_fraction. On the H200 llama.cpp's matrix-vector kernels read F16
+    // weights at 4.2 TB/s and Q4_K_M ones at 1.8 (bound by their dequantization: docs/benchmarks.md "The H200 measured").
+    // A profile with these prices a one-token ubatch by its reads alone (its GEMM term is what the rate per type says).
+    std::map<std::string, double> weight_read_fraction_by_type{};
     // Achieved fraction of peak_tflops in the weight GEMMs, by tokens per ubatch: (tokens, fraction)
     // points, ascending; between points linear in log2(tokens), outside them the nearest point.
     std::vector<std::pair<double, double>> gemm_fraction = {{1.0, 1.0}};
@@ -47,6 +53,10 @@ struct device_profile {
     // checkpoints make (llama_state_seq_get_data / set_data: save and restore); 0 = not modelled (they take no time).
     double host_link_gbs = 0;
     double layer_overhead_s = 0;        // fixed seconds per layer per ubatch
+    // more fixed seconds per layer of a ubatch of two tokens or more (the GEMM kernels': llama.cpp's CUDA build takes
+    // a matrix-vector kernel for one token and GEMMs from a few; a small model's GEMMs are far below the peak, e.g.
+    // Qwen2.5-0.5B's 512-token prompts on the H200 at a seventh of the 8B's FLOP rate: docs/benchmarks.md)
+    double gemm_layer_overhead_s = 0;
     // Attention: "roofline" (K/V bytes join the weights' bytes, attention FLOPs the dense FLOPs,
     // inside the max) or "linear": kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop,
     // added to the dense time (what kvsim calibrate fits).
@@ -64,7 +74,7 @@ struct device_profile {
     double attn_tiled_s_per_kv_byte = 0;
     // What a fitted profile was calibrated on (its "calibration" object, written by kvsim calibrate):
     // the model preset and the weight types; empty for a datasheet or host profile.
-    std::string calibrated_model{};
+    std::vector<std::string> calibrated_models{};   // calibration.model: "a + b" for a fit across several models
     std::vector<std::string> calibrated_weights{};
     // The K/V cache types of its calibration runs as "type_k/type_v" ("f16/f16"); empty when not recorded.
     std::vector<std::string> calibrated_kv{};
@@ -84,6 +94,8 @@ struct device_profile {
     bool overridden = false;      // --bandwidth-gbs / --tflops replaced a number the provenance vouches for
 
     bool attention_linear() const { return attention == "linear"; }
+    // The weight-read fraction of weights of file type `name` (weight_read_fraction_by_type, else weight_read_fraction).
+    double read_fraction(const std::string & name) const;
     double gemm_fraction_at(double tokens) const;
 };
 

@@ -94,27 +94,32 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
         bytes += t.kv_bytes + t.tiled_kv_bytes;
         flops += t.attn_flops + t.tiled_attn_flops;
     }
-    const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.weight_read_fraction);
+    const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.read_fraction(weights_name()));
     const double gemm = device.gemm_fraction_at(t.n_tokens) * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
     const double compute = flops / (device.peak_tflops * 1e12 * gemm);
-    return (t.gemv_only ? mem : std::max(mem, compute)) + attn +
+    // a profile with a read rate per weight type prices one-token ubatches (the matrix-vector kernels) by their reads alone
+    const bool reads_only = t.gemv_only || (!device.weight_read_fraction_by_type.empty() && t.n_tokens <= 1);
+    return (reads_only ? mem : std::max(mem, compute)) + attn +
            t.scanned_cells * device.attn_s_per_scanned_cell + t.extra_pass_bytes * device.extra_pass_s_per_byte +
            t.unpacked_row_params * device.unpacked_s_per_param_row + device.ubatch_overhead_s +
-           model.n_layer * device.layer_overhead_s;
+           model.n_layer * (device.layer_overhead_s + (t.n_tokens >= 2 ? device.gemm_layer_overhead_s : 0.0));
 }
 
 std::string step_time_model::describe() const {
     const double gb = weight_sizes().read_per_ubatch() / 1e9;
     std::string extra;
-    if (device.weight_read_fraction != 1.0 || device.gemm_fraction.size() > 1 || device.gemm_fraction.front().second != 1.0) {
+    const double read = device.read_fraction(weights_name());
+    if (read != 1.0 || device.gemm_fraction.size() > 1 || device.gemm_fraction.front().second != 1.0) {
         std::string g;
         for (const auto & [tokens, f] : device.gemm_fraction) g += fmt::format("{}{:.3f} at {:g} tokens", g.empty() ? "" : ", ", f, tokens);
-        extra += fmt::format(", achieved fractions: weight reads {:.3f}, GEMMs {}{}", device.weight_read_fraction, g,
+        extra += fmt::format(", achieved fractions: weight reads {:.3f}{}, GEMMs {}{}", read,
+                             device.weight_read_fraction_by_type.count(weights_name()) ? fmt::format(" ({})", weights_name()) : "", g,
                              device.float_gemm_speedup != 1.0 ? fmt::format(" (float weights x{:.2f})", device.float_gemm_speedup) : "");
     }
-    if (device.ubatch_overhead_s > 0 || device.layer_overhead_s > 0) {
-        extra += fmt::format(", overhead {:.1f} us per ubatch + {:.2f} us per layer", device.ubatch_overhead_s * 1e6,
-                             device.layer_overhead_s * 1e6);
+    if (device.ubatch_overhead_s > 0 || device.layer_overhead_s > 0 || device.gemm_layer_overhead_s > 0) {
+        extra += fmt::format(", overhead {:.1f} us per ubatch + {:.2f} us per layer{}", device.ubatch_overhead_s * 1e6,
+                             device.layer_overhead_s * 1e6,
+                             device.gemm_layer_overhead_s > 0 ? fmt::format(" (+ {:.2f} from 2 tokens)", device.gemm_layer_overhead_s * 1e6) : "");
     }
     const std::string dense = fmt::format("max(weights {:.3f} GB ({}) / {:.0f} GB/s, FLOPs / {:.2f} TFLOP/s)", gb, weights_name(),
                                           device.bandwidth_gbs, device.peak_tflops);
