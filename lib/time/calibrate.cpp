@@ -520,14 +520,29 @@ std::vector<fit_row> fit_rows(const checked_rows & c, std::vector<std::string> &
     return rows;
 }
 
-// Results of several layer counts tell a per-layer cost from a per-ubatch one, and several models in one weight type
-// let each type's read rate stand apart from the fixed costs (one model's two types cannot: their decode steps are two
-// equations for three unknowns). Otherwise both are kept: the per-layer cost from the base, every type at one rate.
+// Results of several layer counts tell the per-layer costs from the per-ubatch one, and several models in one weight
+// type let each type's read rate stand apart from the fixed costs (one model's two types cannot: their decode steps are
+// two equations for three unknowns). Otherwise the per-layer costs are kept from the base and every type reads at one
+// rate (set_read_fractions keeps the base's ratios between types).
 bool several_layer_counts(const checked_rows & c) {
     for (const model_shape * m : c.ms) {
         if (m->n_layer != c.ms.front()->n_layer) return true;
     }
     return false;
+}
+
+// The per-layer costs and the per-type read rates: free across layer counts, else the base's (named when not 0).
+void init_model_terms(fit_state & s, bool several, const device_profile & base, std::vector<std::string> & notes) {
+    s.reads_by_type = several;
+    for (size_t k = s.type0; k < s.x.size(); ++k) s.active[k] = several;
+    for (const auto & [t, value] : {std::pair{T_LAYER, base.layer_overhead_s}, std::pair{T_GEMM_LAYER, base.gemm_layer_overhead_s}}) {
+        s.x[t] = value;
+        s.active[t] = several;
+        if (!several && value > 0) {
+            notes.push_back(fmt::format("{}: kept from the base profile ({:g}): results of one layer count cannot tell it from the "
+                                        "per-ubatch cost", k_term_names[t], value));
+        }
+    }
 }
 
 // The fitted read rates as the profile holds them: a fraction per type when the fit had one per type (the types not
@@ -560,8 +575,6 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     term_fit r;
     fit_state s;
     const std::vector<fit_row> rows = fit_rows(c, s.types);
-    const bool several = several_layer_counts(c);
-    s.reads_by_type = several;
     for (const auto & p : pts)
         for (const auto & t : p) s.sizes.push_back(t.n_tokens);
     std::sort(s.sizes.begin(), s.sizes.end());
@@ -572,17 +585,7 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     s.active.assign(s.x.size(), true);
     s.x[T_WEIGHTS] = 1.0 / (bw * base.read_fraction(s.types.front()));
     for (size_t k = T_GEMM0; k < s.type0; ++k) s.x[k] = 1.0 / (peak * base.gemm_fraction_at(s.sizes[k - T_GEMM0]));
-    s.x[T_LAYER] = base.layer_overhead_s;
-    s.active[T_LAYER] = several;
-    s.x[T_GEMM_LAYER] = base.gemm_layer_overhead_s;
-    s.active[T_GEMM_LAYER] = several;
-    for (const auto & [t, value] : {std::pair{T_LAYER, base.layer_overhead_s}, std::pair{T_GEMM_LAYER, base.gemm_layer_overhead_s}}) {
-        if (!several && value > 0) {
-            r.notes.push_back(fmt::format("{}: kept from the base profile ({:g}): results of one layer count cannot tell it from the "
-                                          "per-ubatch cost", k_term_names[t], value));
-        }
-    }
-    for (size_t k = s.type0; k < s.x.size(); ++k) s.active[k] = several;
+    init_model_terms(s, several_layer_counts(c), base, r.notes);
     // a term no result exercises is not free (no K/V read: all results single tokens at depth 0)
     if (!any_ubatch(pts, &ubatch_terms::kv_bytes)) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
     // charged on the visible cells, the K/V bytes and the attention FLOPs are both the visible cells times a constant
