@@ -11,6 +11,7 @@
 #                                       types), llama-3.2-1b F16 and Q4_0 (a second model for the transfer check)
 #   scripts/gpu-llama.sh prep-types DIR, bench-types DIR OUT: the second set (more weight types and models, below)
 #   scripts/gpu-llama.sh prep-heldout DIR, bench-heldout DIR OUT: the third set, two models no fit has seen (below)
+#   scripts/gpu-llama.sh prep-kvu DIR, bench-kvu DIR OUT: the fourth set, several sequences in one stream or in their own
 #   scripts/gpu-llama.sh bench DIR OUT  GPU host: llama-bench -o json and llama-batched-bench jsonl on them, into OUT,
 #                                       within LLAMA_BUDGET seconds (default 150)
 # Results are llama-bench's own JSON, what kvsim calibrate reads. Exit status: 0 ok, 1 a step failed, 2 bad usage.
@@ -19,7 +20,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 BIN=${KVSIM_GPU_LLAMA:-$ROOT/gpu-llama}
 
-usage() { echo "usage: $0 build | prep DIR | bench DIR OUT | prep-types DIR | bench-types DIR OUT | prep-heldout DIR | bench-heldout DIR OUT" >&2; exit 2; }
+usage() { echo "usage: $0 build | prep DIR | bench DIR OUT | prep-types DIR | bench-types DIR OUT | prep-heldout DIR | bench-heldout DIR OUT | prep-kvu DIR | bench-kvu DIR OUT" >&2; exit 2; }
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 build() {
@@ -184,6 +185,35 @@ bench_heldout() {
     return $B_FAIL
 }
 
+# The fourth set ("kvu"): what CUDA's flash attention costs for prompts and decode steps of several sequences in one
+# unified stream (-kvu: each ubatch's mask spans every sequence's cells, kvsim charges n_kv) against the same sequences
+# each in its own stream (no -kvu: n_stream = n_seq), the 8B in F16 and Q4_K_M; and prompts over a deeper shared
+# context (-npp 2048).
+prep_kvu() {
+    local dir=$1 t0=$SECONDS
+    mkdir -p "$dir" || exit 1
+    lib_path
+    python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l8b-f16.gguf" --preset llama-3.1-8b || exit 1
+    quant "$dir" l8b-f16 l8b-q4km Q4_K_M || exit 1
+    echo "prep kvu: models in $((SECONDS - t0)) s"
+    touch "$dir/READY"
+}
+bench_kvu() {
+    local dir=$1 m kvu
+    bench_begin "$2" "${LLAMA_BUDGET:-200}"
+    for m in l8b-f16 l8b-q4km; do
+        for kvu in -kvu ""; do
+            step "batched-$m${kvu:--streams}.jsonl" "$BIN/llama-batched-bench" -m "$dir/$m.gguf" -ngl 99 -fa on $kvu -c 40960 \
+                -b 2048 -ub 512 -npp 512 -ntg 32 -npl 1,2,4,8,16,32,64 --output-format jsonl
+        done
+    done
+    for kvu in -kvu ""; do
+        step "batched-l8b-f16-npp2048${kvu:--streams}.jsonl" "$BIN/llama-batched-bench" -m "$dir/l8b-f16.gguf" -ngl 99 -fa on \
+            $kvu -c 40960 -b 2048 -ub 512 -npp 2048 -ntg 16 -npl 1,2,4,8,16 --output-format jsonl
+    done
+    return $B_FAIL
+}
+
 case "${1:-}" in
     build) [ $# -eq 1 ] || usage; build ;;
     prep) [ $# -eq 2 ] || usage; prep "$2" ;;
@@ -192,5 +222,7 @@ case "${1:-}" in
     bench-types) [ $# -eq 3 ] || usage; bench_types "$2" "$3" ;;
     prep-heldout) [ $# -eq 2 ] || usage; prep_heldout "$2" ;;
     bench-heldout) [ $# -eq 3 ] || usage; bench_heldout "$2" "$3" ;;
+    prep-kvu) [ $# -eq 2 ] || usage; prep_kvu "$2" ;;
+    bench-kvu) [ $# -eq 3 ] || usage; bench_kvu "$2" "$3" ;;
     *) usage ;;
 esac
