@@ -622,8 +622,11 @@ TEST_CASE("kvsim calibrate --model: a list of candidates, each result matched to
     CHECK(r.out.find("results of llama-3.1-8b + llama-3.2-1b (q4_K_M + q4_0 weights)") != std::string::npos);
     CHECK(nlohmann::json::parse(read_text(dir / "p.json"))["calibration"]["model"] == "llama-3.1-8b + llama-3.2-1b");
     CHECK(load_device_profile(dir / "p.json").calibrated_models == std::vector<std::string>{"llama-3.1-8b", "llama-3.2-1b"});
-    // --model given twice adds to the list; without --model every preset is a candidate (llama-3-8b is the 8B's shape)
+    // --model given twice adds to the list, a space after a comma is no part of a name; without --model every preset is
+    // a candidate (llama-3-8b is the 8B's shape)
     r = run_kvsim("calibrate " + f8 + " " + f1 + " --model llama-3.2-1b --model llama-3.1-8b --device h200 --predict");
+    CHECK(r.rc == 0);
+    r = run_kvsim("calibrate " + f8 + " " + f1 + " '--model=llama-3.2-1b, llama-3.1-8b' --device h200 --predict");
     CHECK(r.rc == 0);
     r = run_kvsim("calibrate " + f8 + " --device h200 --predict");
     CHECK(r.rc == 0);

@@ -256,12 +256,29 @@ TEST_CASE("weight_read_fraction_by_type: a listed type reads at its own fraction
         b["weight_read_fraction_by_type"] = nlohmann::json::parse(text);
         CHECK_THROWS_AS(parse_device_profile(b, "p.json"), input_error);
     }
+    const auto error_of = [](const nlohmann::json & p) -> std::string {
+        try {
+            parse_device_profile(p, "p.json");
+        } catch (const input_error & e) {
+            return e.what();
+        }
+        return "";
+    };
     nlohmann::json b = j;
     b["weight_read_fraction_by_type"] = {{"Q4_K_M", 0.5}};
-    try {
-        parse_device_profile(b, "p.json");
-    } catch (const input_error & e) {
-        CHECK(std::string(e.what()).find("write Q4_K_M as q4_K_M") != std::string::npos);
+    CHECK(error_of(b).find("write Q4_K_M as q4_K_M") != std::string::npos);
+    // hostile helper, 2026-12-04: an unknown name was echoed raw (a control byte split the error line)
+    b["weight_read_fraction_by_type"] = {{"f1\x01\n6", 0.5}};
+    const std::string e = error_of(b);
+    CHECK(e.find("not a weight type") != std::string::npos);
+    CHECK(e.find('\n') == std::string::npos);
+    CHECK(e.find('\x01') == std::string::npos);
+    // calibration.model: names joined by " + ", none empty (" + " and "a + + b" lost a name and misnamed the rest)
+    for (const char * text : {" + ", "llama-3.2-1b + + qwen2.5-0.5b", "llama-3.2-1b + "}) {
+        CAPTURE(text);
+        nlohmann::json c = nlohmann::json::parse(device_preset_json("rtx-3090"));
+        c["calibration"]["model"] = text;
+        CHECK(error_of(c).find("field calibration.model must be model names joined by") != std::string::npos);
     }
 }
 

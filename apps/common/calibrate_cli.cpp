@@ -53,7 +53,14 @@ int calibrate_cli::run(std::ostream & term) {
     std::vector<model_shape> models;
     const weight_file_type * wt = nullptr;
     try {
-        for (const auto & n : model_names.empty() ? model_preset_names() : model_names) models.push_back(model_preset(n));
+        // "a, b" as "a,b"; a name twice once
+        std::vector<std::string> names;
+        for (std::string n : model_names.empty() ? model_preset_names() : model_names) {
+            n.erase(0, n.find_first_not_of(' '));
+            n.erase(n.find_last_not_of(' ') + 1);
+            if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+        }
+        for (const auto & n : names) models.push_back(model_preset(n));
         if (!weights.empty()) wt = &parse_weight_file_type(weights);
     } catch (const std::invalid_argument & e) {
         throw usage_error(e.what());

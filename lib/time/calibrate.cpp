@@ -609,7 +609,9 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     if (!any_ubatch(pts, &ubatch_terms::tiled_kv_bytes)) s.active[T_TILED] = false;
     std::vector<bool> branch = branches(pts, rows, s);
     std::vector<bool> gemm_free(s.x.size(), true);   // sizes not given up as unseparable
-    for (int iter = 0; iter < 100; ++iter) {
+    constexpr int k_max_rounds = 100;
+    int round = 0;
+    for (; round < k_max_rounds; ++round) {
         // a branch no ubatch takes has no column: a size with no compute-bound ubatch is not free
         std::vector<bool> has(s.x.size(), false);
         size_t ub = 0;
@@ -681,6 +683,10 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
         const std::vector<bool> next = branches(pts, rows, s);
         if (next == branch) break;
         branch = next;
+    }
+    if (round == k_max_rounds) {   // ubatches near the knee of the max can swap sides for ever: say that the last fit is kept
+        r.notes.push_back(fmt::format("the split of the ubatches between weight reads and GEMMs did not settle in {} rounds; the last "
+                                      "round's fit is kept", k_max_rounds));
     }
     device_profile & d = r.profile;
     d = base;

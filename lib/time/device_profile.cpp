@@ -119,8 +119,9 @@ void read_fraction_by_type(const nlohmann::json & j, const std::string & where, 
         std::string name;
         try {
             name = parse_weight_file_type(k).name;
-        } catch (const std::invalid_argument & e) {
-            throw input_error(where, 0, cut_text(k), fmt::format("field weight_read_fraction_by_type: {}", e.what()));
+        } catch (const std::invalid_argument &) {   // its message would carry the name raw
+            throw input_error(where, 0, cut_text(k), fmt::format("field weight_read_fraction_by_type: not a weight type (expected {})",
+                                                                 fmt::join(weight_file_type_names(), ", ")));
         }
         if (name != k) {   // one spelling per type, so a lookup by name finds it
             throw input_error(where, 0, cut_text(k), fmt::format("field weight_read_fraction_by_type: write {} as {}", k, name));
@@ -154,7 +155,13 @@ void read_calibration(const nlohmann::json & j, const std::string & where, devic
     const auto & c = j["calibration"];
     if (!c.is_object()) throw input_error(where, 0, json_text(c), "field calibration must be an object");
     // printed in WARNING rows: printable text, as the other printed fields
-    d.calibrated_models = split_plus(printable(c, "model", where + ": calibration"));
+    const std::string models = printable(c, "model", where + ": calibration");
+    d.calibrated_models = split_plus(models);
+    // "a + + b", " + ", "a + ": a name lost, and a warning would misname the rest
+    const auto loose = [](const std::string & m) { return m.empty() || m.front() == ' ' || m.front() == '+' || m.back() == ' ' || m.back() == '+'; };
+    if ((!models.empty() && loose(models)) || std::any_of(d.calibrated_models.begin(), d.calibrated_models.end(), loose)) {
+        throw input_error(where, 0, cut_text(models), "field calibration.model must be model names joined by \" + \"");
+    }
     d.calibrated_weights = split_plus(printable(c, "weights", where + ": calibration"));
     d.calibrated_kv = split_plus(printable(c, "kv", where + ": calibration"));
     d.derived_from = printable(c, "derived_from", where + ": calibration");
@@ -203,7 +210,7 @@ std::vector<std::string> profile_warnings(const device_profile & d, const model_
         }
         if (!same) {
             w.push_back(fmt::format("profile {} was calibrated on {}, not {}: its fitted efficiencies are {}", d.name,
-                                    fmt::join(d.calibrated_models, " + "), m.name,
+                                    cut_text(fmt::format("{}", fmt::join(d.calibrated_models, " + "))), m.name,
                                     d.calibrated_models.size() > 1 ? "other models'" : "another model's"));
         }
     }
