@@ -1,4 +1,4 @@
-// `kvsim calibrate BENCH.json [...] --model PRESET [--weights TYPE] [--device BASE] [-o profile.json]`:
+// `kvsim calibrate BENCH.json [...] [--model PRESET[,PRESET...]] [--weights TYPE] [--device BASE] [-o profile.json]`:
 // fits a device profile to llama-bench results (time/calibrate.h), prints the residual of every
 // result and writes the profile atomically (nothing is written when the input is refused).
 #pragma once
