@@ -139,14 +139,19 @@ prep_types() {
     echo "prep types: models in $((SECONDS - t0)) s"
     touch "$dir/READY"
 }
+# bench_one DIR M [DEPTH]: llama-bench of model M (DIR/M.gguf) at depth 0, prompts of 1-4096 tokens and tg128, then,
+# given DEPTH, pp4 / pp512 / tg128 at that depth; a missing file is noted (B_FAIL) and returns 1
+bench_one() {
+    local dir=$1 m=$2 common=(-ngl 99 -fa 1 -o json)
+    [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; B_FAIL=1; return 1; }
+    step "bench-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p 1,2,4,8,16,64,512,4096 -n 128 -r 3
+    [ -z "${3:-}" ] || step "bench-depth-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p 4,512 -n 128 -d "$3" -r 2
+}
 bench_types() {
     local dir=$1 m
     bench_begin "$2" "${LLAMA_BUDGET:-240}"
-    local common=(-ngl 99 -fa 1 -o json) pp=1,2,4,8,16,64,512,4096
     for m in l8b-q4_0 l8b-q8_0 l1b-f16 l1b-q4km l1b-q8_0 q05-f16 q05-q4_0 l8b-f16 l8b-q4km; do
-        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; B_FAIL=1; continue; }
-        step "bench-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p $pp -n 128 -r 3
-        step "bench-depth-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p 4,512 -n 128 -d 16384 -r 2
+        bench_one "$dir" "$m" 16384
     done
     return $B_FAIL
 }
@@ -169,10 +174,9 @@ prep_heldout() {
 bench_heldout() {
     local dir=$1 m
     bench_begin "$2" "${LLAMA_BUDGET:-200}"
-    local common=(-ngl 99 -fa 1 -o json) pp=1,2,4,8,16,64,512,4096
+    local common=(-ngl 99 -fa 1 -o json)
     for m in q7b-q4km q7b-f16 q7b-q8_0 q7b-q4_0 l2-f16 l2-q4_0; do
-        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; B_FAIL=1; continue; }
-        step "bench-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${common[@]}" -p $pp -n 128 -r 3
+        bench_one "$dir" "$m"
     done
     # at depth: Qwen2.5-7B within its 32K training context, Llama-2-7B within its 4K
     for m in q7b-q4km q7b-f16; do
