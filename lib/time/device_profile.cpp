@@ -270,7 +270,7 @@ nlohmann::json time_accuracy_json(const device_profile & d) {
     return j;
 }
 
-double device_profile::read_fraction(const std::string & name) const {
+double device_profile::read_fraction(std::string_view name) const {
     const auto it = weight_read_fraction_by_type.find(name);
     return it == weight_read_fraction_by_type.end() ? weight_read_fraction : it->second;
 }

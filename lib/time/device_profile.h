@@ -12,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,7 +34,7 @@ struct device_profile {
     // them apart; a type not listed reads at weight_read_fraction. On the H200 llama.cpp's matrix-vector kernels read F16
     // weights at 4.2 TB/s and Q4_K_M ones at 1.8 (bound by their dequantization: docs/benchmarks.md "The H200 measured").
     // A profile with these prices a one-token ubatch by its reads alone (its GEMM term is what the rate per type says).
-    std::map<std::string, double> weight_read_fraction_by_type{};
+    std::map<std::string, double, std::less<>> weight_read_fraction_by_type{};
     // Achieved fraction of peak_tflops in the weight GEMMs, by tokens per ubatch: (tokens, fraction)
     // points, ascending; between points linear in log2(tokens), outside them the nearest point.
     std::vector<std::pair<double, double>> gemm_fraction = {{1.0, 1.0}};
@@ -95,7 +96,7 @@ struct device_profile {
 
     bool attention_linear() const { return attention == "linear"; }
     // The weight-read fraction of weights of file type `name` (weight_read_fraction_by_type, else weight_read_fraction).
-    double read_fraction(const std::string & name) const;
+    double read_fraction(std::string_view name) const;
     double gemm_fraction_at(double tokens) const;
 };
 

@@ -94,7 +94,8 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
         bytes += t.kv_bytes + t.tiled_kv_bytes;
         flops += t.attn_flops + t.tiled_attn_flops;
     }
-    const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.read_fraction(weights_name()));
+    // per ubatch: the type's name as it is, no string built (weights_name() makes one)
+    const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.read_fraction(weights ? weights->name : "f16"));
     const double gemm = device.gemm_fraction_at(t.n_tokens) * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
     const double compute = flops / (device.peak_tflops * 1e12 * gemm);
     // a profile with a read rate per weight type prices one-token ubatches (the matrix-vector kernels) by their reads alone
