@@ -306,6 +306,36 @@ struct fit_row {
     size_t type = 0;
 };
 
+// A result's ubatches that a fit cannot tell apart, summed: the same tokens, weight bytes, dense FLOPs and path take the
+// same branch and the same columns, the rest of their terms add up (a tg512 result is one group of 512 ubatches). The
+// fit's rounds walk groups, not ubatches: 100 rounds over every ubatch of 143 results, per fold of a leave-one-out, were
+// minutes (over the CI test's 300 s under ASan).
+struct ubatch_group {
+    ubatch_terms u;       // n_tokens, weight_bytes, dense_flops and gemv_only of each ubatch; the other terms summed
+    double count = 0;     // ubatches in the group
+};
+std::vector<ubatch_group> group_ubatches(const std::vector<ubatch_terms> & ubatches) {
+    std::vector<ubatch_group> v;
+    for (const auto & t : ubatches) {
+        auto g = std::find_if(v.begin(), v.end(), [&](const ubatch_group & g) {
+            return g.u.n_tokens == t.n_tokens && g.u.weight_bytes == t.weight_bytes && g.u.dense_flops == t.dense_flops &&
+                   g.u.gemv_only == t.gemv_only;
+        });
+        if (g == v.end()) {
+            v.push_back({t, 1});
+            continue;
+        }
+        g->count += 1;
+        for (double ubatch_terms::*f : {&ubatch_terms::kv_bytes, &ubatch_terms::attn_flops, &ubatch_terms::extra_pass_bytes,
+                                        &ubatch_terms::scanned_cells, &ubatch_terms::unpacked_row_params,
+                                        &ubatch_terms::tiled_kv_bytes, &ubatch_terms::tiled_attn_flops}) {
+            g->u.*f += t.*f;
+        }
+    }
+    return v;
+}
+using result_groups = std::vector<std::vector<ubatch_group>>;   // per result
+
 struct fit_state {
     std::vector<double> x;          // T_GEMM0 + sizes.size() + (types - 1) terms
     std::vector<bool> active;
@@ -375,7 +405,7 @@ bool give_up_type(fit_state & s, const char * why, std::vector<std::string> & no
 
 // Least squares of the active terms on relative error (rows divided by the measured time);
 // false when the active columns are rank-deficient.
-bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const std::vector<fit_row> & rows,
+bool solve(const result_groups & pts, const std::vector<double> & y, const std::vector<fit_row> & rows,
            fit_state & s, const std::vector<bool> & branch_mem) {
     std::vector<size_t> cols;
     for (size_t k = 0; k < s.x.size(); ++k) {
@@ -388,17 +418,18 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
         std::vector<double> row(s.x.size(), 0.0);
         // no tiled price of its own (inactive at 0): the tiled path's cells priced as the one-row path's, as seconds_of does
         const bool tiled_apart = s.active[T_TILED] || s.x[T_TILED] > 0;
-        for (const auto & u : pts[i]) {
-            const ubatch_terms t = tiled_apart ? u : tiled_as_one_row(u);
+        for (const auto & g : pts[i]) {
+            const ubatch_terms t = tiled_apart ? g.u : tiled_as_one_row(g.u);
+            const double n = g.count;
             if (branch_mem[ub++]) {
-                row[T_WEIGHTS] += t.weight_bytes;
-                if (rows[i].type > 0) row[s.type0 + rows[i].type - 1] += t.weight_bytes;
+                row[T_WEIGHTS] += n * t.weight_bytes;
+                if (rows[i].type > 0) row[s.type0 + rows[i].type - 1] += n * t.weight_bytes;
             } else {
-                row[s.gemm_of(t.n_tokens)] += t.dense_flops;
+                row[s.gemm_of(t.n_tokens)] += n * t.dense_flops;
             }
-            row[T_UBATCH] += 1;
-            row[T_LAYER] += rows[i].n_layer;
-            if (t.n_tokens >= 2) row[T_GEMM_LAYER] += rows[i].n_layer;
+            row[T_UBATCH] += n;
+            row[T_LAYER] += n * rows[i].n_layer;
+            if (t.n_tokens >= 2) row[T_GEMM_LAYER] += n * rows[i].n_layer;
             row[T_KV] += t.kv_bytes;
             row[T_ATTN_FLOPS] += t.attn_flops;
             row[T_EXTRA_PASS] += t.extra_pass_bytes;
@@ -427,10 +458,10 @@ bool solve(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector
     return true;
 }
 
-std::vector<bool> branches(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<fit_row> & rows, const fit_state & s) {
+std::vector<bool> branches(const result_groups & pts, const std::vector<fit_row> & rows, const fit_state & s) {
     std::vector<bool> v;
     for (size_t i = 0; i < pts.size(); ++i)
-        for (const auto & t : pts[i]) v.push_back(s.memory_bound(t, rows[i].type));
+        for (const auto & g : pts[i]) v.push_back(s.memory_bound(g.u, rows[i].type));
     return v;
 }
 // Fewer results than free terms (a published pp512 + tg128 pair): the per-ubatch cost, then the
@@ -493,10 +524,10 @@ struct term_fit {
     double sq_error = 0;   // sum of squared relative errors over the results
 };
 
-bool any_ubatch(const std::vector<std::vector<ubatch_terms>> & pts, double ubatch_terms::*term) {
+bool any_ubatch(const result_groups & pts, double ubatch_terms::*term) {
     for (const auto & p : pts)
-        for (const auto & t : p)
-            if (t.*term > 0) return true;
+        for (const auto & g : p)
+            if (g.u.*term > 0) return true;
     return false;
 }
 
@@ -570,13 +601,16 @@ void set_read_fractions(const fit_state & s, const device_profile & base, double
                                 "fitted here ({:.3f}x the base's)", s.types.front(), scale));
 }
 
-term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const checked_rows & c,
-                   const device_profile & base) {
+// The fit of every term given the float speed-up: `pts` the results' ubatch groups with float-weight FLOPs already
+// divided by `float_speedup` (with_float_speedup), `ubatches` the same ubatches one by one (the fitted profile's
+// squared error, priced as replay prices them).
+term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubatch_terms>> & ubatches, double float_speedup,
+                   const std::vector<double> & y, const checked_rows & c, const device_profile & base) {
     term_fit r;
     fit_state s;
     const std::vector<fit_row> rows = fit_rows(c, s.types);
     for (const auto & p : pts)
-        for (const auto & t : p) s.sizes.push_back(t.n_tokens);
+        for (const auto & g : p) s.sizes.push_back(g.u.n_tokens);
     std::sort(s.sizes.begin(), s.sizes.end());
     s.sizes.erase(std::unique(s.sizes.begin(), s.sizes.end()), s.sizes.end());
     const double bw = base.bandwidth_gbs * 1e9, peak = base.peak_tflops * 1e12;
@@ -616,9 +650,9 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
         std::vector<bool> has(s.x.size(), false);
         size_t ub = 0;
         for (size_t i = 0; i < pts.size(); ++i) {
-            for (const auto & t : pts[i]) {
+            for (const auto & g : pts[i]) {
                 const bool mem = branch[ub++];
-                has[mem ? (size_t) T_WEIGHTS : s.gemm_of(t.n_tokens)] = true;
+                has[mem ? (size_t) T_WEIGHTS : s.gemm_of(g.u.n_tokens)] = true;
                 if (mem && rows[i].type > 0) has[s.type0 + rows[i].type - 1] = true;
             }
         }
@@ -711,32 +745,36 @@ term_fit fit_terms(const std::vector<std::vector<ubatch_terms>> & pts, const std
     d.unpacked_s_per_param_row = s.x[T_UNPACKED];
     d.attn_tiled_s_per_kv_byte = s.x[T_TILED];
     for (size_t i = 0; i < pts.size(); ++i) {
-        const step_time_model fitted{d, *c.ms[i], c.ft[i]};   // the float speed-up is already in the FLOPs (d's is 1)
+        const step_time_model fitted{d, *c.ms[i], c.ft[i]};   // the float speed-up goes in the FLOPs (d's is 1)
+        const double speedup = is_float_weight_type(*c.ft[i]) ? float_speedup : 1.0;
         double t = 0;
-        for (const auto & u : pts[i]) t += fitted.seconds_of(u);
+        for (ubatch_terms u : ubatches[i]) {
+            u.dense_flops /= speedup;
+            t += fitted.seconds_of(u);
+        }
         r.sq_error += (t - y[i]) * (t - y[i]) / (y[i] * y[i]);
     }
     return r;
 }
 
-// The results' ubatches with the FLOPs of float-weight results divided by `speedup` (what
+// The results' ubatch groups with the FLOPs of float-weight results divided by `speedup` (what
 // step_time_model::seconds_of does with a profile's float_gemm_speedup).
-std::vector<std::vector<ubatch_terms>> with_float_speedup(std::vector<std::vector<ubatch_terms>> pts,
-                                                          const std::vector<const weight_file_type *> & ft, double speedup) {
+result_groups with_float_speedup(result_groups pts, const std::vector<const weight_file_type *> & ft, double speedup) {
     for (size_t i = 0; i < pts.size(); ++i) {
         if (!is_float_weight_type(*ft[i])) continue;
-        for (auto & t : pts[i]) t.dense_flops /= speedup;
+        for (auto & g : pts[i]) g.u.dense_flops /= speedup;
     }
     return pts;
 }
 
 // float_gemm_speedup by a search on its logarithm (the other terms are linear given it): a coarse grid over
 // 1/4..4, then golden-section around the best grid point. Results of one weight family cannot tell it: the base's.
-double fit_float_speedup(const std::vector<std::vector<ubatch_terms>> & pts, const std::vector<double> & y, const checked_rows & c,
-                         const device_profile & base) {
+double fit_float_speedup(const result_groups & groups, const std::vector<std::vector<ubatch_terms>> & pts,
+                         const std::vector<double> & y, const checked_rows & c, const device_profile & base) {
     const auto cost = [&](double log_f) {
         try {
-            return fit_terms(with_float_speedup(pts, c.ft, std::exp(log_f)), y, c, base).sq_error;
+            const double f = std::exp(log_f);
+            return fit_terms(with_float_speedup(groups, c.ft, f), pts, f, y, c, base).sq_error;
         } catch (const usage_error &) {
             return HUGE_VAL;
         }
@@ -814,6 +852,7 @@ struct fit_input {
     std::vector<llama_bench_row> points;
     checked_rows rows;   // each result's weight type and model (pointing into the caller's models)
     std::vector<std::vector<ubatch_terms>> pts;
+    result_groups groups;   // pts grouped (group_ubatches)
 
     fit_input(const std::vector<llama_bench_row> & p, const std::vector<model_shape> & models, const weight_file_type * weights,
               const device_profile & base, calibration_result & r)
@@ -823,6 +862,7 @@ struct fit_input {
         size_t ubatches = 0;
         for (size_t i = 0; i < points.size(); ++i) {
             pts.push_back(bench_row_ubatches(points[i], step_time_model{base, *rows.ms[i], rows.ft[i]}));
+            groups.push_back(group_ubatches(pts.back()));
             // every timed ubatch's terms are kept (and copied per held-out fold): eight results of 2^20 generated
             // tokens took 2.3 GB and over a minute before this bound
             if ((ubatches += pts.back().size()) > k_max_fit_ubatches) {
@@ -836,11 +876,11 @@ struct fit_input {
     // the results whose index is not in `fold` (held_out_fit's k folds: index % k)
     fit_input without_fold(size_t fold, size_t k) const {
         fit_input rest = *this;
-        rest.points.clear(), rest.rows = {}, rest.pts.clear();
+        rest.points.clear(), rest.rows = {}, rest.pts.clear(), rest.groups.clear();
         for (size_t i = 0; i < points.size(); ++i) {
             if (i % k == fold) continue;
             rest.points.push_back(points[i]), rest.rows.ft.push_back(rows.ft[i]), rest.rows.ms.push_back(rows.ms[i]);
-            rest.pts.push_back(pts[i]);
+            rest.pts.push_back(pts[i]), rest.groups.push_back(groups[i]);
         }
         return rest;
     }
@@ -904,10 +944,10 @@ calibration_result fit_results(const fit_input & in, const device_profile & base
         return false;
     };
     const bool both = has_prompts(true) && has_prompts(false);
-    const double speedup = both ? fit_float_speedup(pts, y, in.rows, base) : base.float_gemm_speedup;
+    const double speedup = both ? fit_float_speedup(in.groups, pts, y, in.rows, base) : base.float_gemm_speedup;
     term_fit fit = [&] {
         try {
-            return fit_terms(with_float_speedup(pts, ft, speedup), y, in.rows, base);
+            return fit_terms(with_float_speedup(in.groups, ft, speedup), pts, speedup, y, in.rows, base);
         } catch (const weight_term_negative & e) {
             throw usage_error(e.what() + contradicting_pair(points, pts));
         }
