@@ -159,6 +159,23 @@ TEST_CASE("a batched row with n_seq_gen: the first sequences take the steps, the
     for (const auto & u : split) CHECK(u.kv_bytes == 256 * cell_bytes);
 }
 
+TEST_CASE("a prompt of 64 tokens or more walks every mask value up to n_kv too (ggml's tiled path)") {
+    // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_tiled fills mask32 with tile_rows x kv_tile values of every
+    // Q tile and KV tile, head by head, before can_skip: each of the ubatch's rows reads n_kv mask values per head. The
+    // four 128-token prompts of a batched row go as one 512-token ubatch over n_kv 512 (512 cells used, padded to 256)
+    device_profile vis = device_preset("cpu");
+    REQUIRE(vis.attention_cells == "visible");
+    const step_time_model tv{vis, model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
+    llama_bench_row p = point(128, 0, 0, 512);
+    p.n_seq = 4;
+    p.n_threads = 1;
+    const auto pp = bench_row_ubatches(p, tv);
+    REQUIRE(pp.size() == 1);
+    CHECK(pp[0].n_tokens == 512);
+    CHECK(pp[0].scanned_cells == 512.0 * 512 * 32 * 16);
+    CHECK(pp[0].tiled_kv_bytes > 0);   // the tiled path: its visible cells priced apart
+}
+
 TEST_CASE("calibrate recovers the linear model of hand-made results") {
     const auto pts = hand_points();
     const calibration_result r = calibrate(pts, model_preset("llama-3.2-1b"), nullptr, cpu_n_kv());

@@ -53,8 +53,13 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
     }
     const bool visible = charges_visible();
     for (const auto & w : per_cache) {
-        // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_f16: the tiled path from GGML_FA_TILE_Q (64) query rows
-        if (visible && w.n_tokens < 64) t.scanned_cells += (double) w.n_tokens * w.n_kv * model.n_head * w.n_layer;
+        // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_f16: the tiled path from GGML_FA_TILE_Q (64) query rows.
+        // Both paths read every mask value up to n_kv per query row and head: the one-row path tests each cell
+        // (ggml_compute_forward_flash_attn_ext_f16_one_chunk), the tiled one converts a whole KV tile's mask before it
+        // knows the tile can be skipped (ggml_compute_forward_flash_attn_ext_tiled: mask32, can_skip). One price for
+        // both: a price of its own for the tiled walk fitted 0.25-1.2 ns against 0.06-5 ns and predicted the
+        // validation's prompts no better (11 runs, docs/benchmarks.md)
+        if (visible) t.scanned_cells += (double) w.n_tokens * w.n_kv * model.n_head * w.n_layer;
         if (visible && w.n_tokens >= 64) {
             t.tiled_kv_bytes += w.tiled_cells * (double) w.bytes_per_cell_layer * w.n_layer;
             t.tiled_attn_flops += 4.0 * w.tiled_cells * model.n_head * model.head_dim * w.n_layer;

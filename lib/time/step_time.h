@@ -75,7 +75,8 @@ struct ubatch_terms {
     bool gemv_only = false;    // repacked weights and fewer tokens than a gemm takes: one-row passes, memory-bound
     // Cells the attention walks testing the mask (device attn_s_per_scanned_cell > 0 or a fit: ggml's CPU flash attention
     // for fewer than 64 query rows visits every cell up to n_kv of its stream per row and head, computing only the
-    // unmasked ones): n_tokens * n_kv * n_head * n_layer, all caches; 0 for 64 tokens and more (the tiled path)
+    // unmasked ones; from 64 rows its tiled path converts every KV tile's mask values before it skips a tile whose values
+    // are all -inf): n_tokens * n_kv * n_head * n_layer, all caches
     double scanned_cells = 0;
     // Parameters times rows of the matrices ggml-cpu does not repack (device repack_rows > 0, quantized weights;
     // weight_bytes::packed_bytes says which): the output's, times its output rows when they are two or more, and the
