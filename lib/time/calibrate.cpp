@@ -644,6 +644,11 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     std::vector<bool> branch = branches(pts, rows, s);
     std::vector<bool> gemm_free(s.x.size(), true);   // sizes not given up as unseparable
     constexpr int k_max_rounds = 100;
+    // every split fitted, with the terms then free: a split met again with the same terms means the rounds cycle, and
+    // the rounds up to k_max_rounds would only repeat the cycle (the H200's depth-0 fit swapped the same ubatches back
+    // and forth for all 100, a third of fit-shipped-profiles.py's time)
+    std::vector<std::pair<std::vector<bool>, std::vector<bool>>> fitted;
+    bool cycled = false;
     int round = 0;
     for (; round < k_max_rounds; ++round) {
         // a branch no ubatch takes has no column: a size with no compute-bound ubatch is not free
@@ -716,11 +721,17 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
         s.fill_inactive_sizes(peak);
         const std::vector<bool> next = branches(pts, rows, s);
         if (next == branch) break;
+        fitted.emplace_back(branch, s.active);
+        if (std::find(fitted.begin(), fitted.end(), std::make_pair(next, s.active)) != fitted.end()) {
+            cycled = true;
+            break;
+        }
         branch = next;
     }
-    if (round == k_max_rounds) {   // ubatches near the knee of the max can swap sides for ever: say that the last fit is kept
-        r.notes.push_back(fmt::format("the split of the ubatches between weight reads and GEMMs did not settle in {} rounds; the last "
-                                      "round's fit is kept", k_max_rounds));
+    if (cycled || round == k_max_rounds) {   // ubatches near the knee of the max can swap sides for ever: say that the last fit is kept
+        r.notes.push_back(fmt::format("the split of the ubatches between weight reads and GEMMs did not settle ({}); the last "
+                                      "round's fit is kept", cycled ? fmt::format("round {} repeats an earlier one", round + 1)
+                                                                    : fmt::format("{} rounds", k_max_rounds)));
     }
     device_profile & d = r.profile;
     d = base;
