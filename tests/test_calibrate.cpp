@@ -593,6 +593,23 @@ TEST_CASE("calibrate: one result gets its fit and no leave-one-out figure") {
     CHECK(held_out_fit(one, model_preset("llama-3.2-1b"), nullptr, cpu_n_kv()).errs.empty());
 }
 
+TEST_CASE("calibrate: a result whose every term is given up is refused, not a crash") {
+    // one pp512 at depth 65536 taking 64 ms on the h200 profile: the attention of 65,536 cells leaves the GEMM at 512
+    // tokens below 0, the only free term; the fit had a QR of no column left (SIGSEGV) before the refusal
+    llama_bench_row p = point(512, 0, 65536, 512);
+    p.model_type = "llama 8B Q4_K - Medium";
+    p.model_size = 4920734976;
+    p.model_n_params = 8030261248;
+    p.n_threads = 4;
+    p.avg_s = 0.064;
+    try {
+        (void) calibrate({p}, model_preset("llama-3-8b"), nullptr, device_preset("h200"));
+        FAIL("a fit with no free term");
+    } catch (const usage_error & e) {
+        CHECK(std::string(e.what()).find("no term of the fit is left") != std::string::npos);
+    }
+}
+
 // Several models of one card: llama.cpp's own decode steps on the H200 (tests/data/llama-bench/README.md, 2026-12-04)
 // read the 8B's Q4_K_M weights (4.9 GB) in 3.81 ms and its F16 weights (16.1 GB) in 4.83 ms, and the 1B (16 layers,
 // 2.5 GB of F16) in 1.35 ms, more than its bytes at the 8B's F16 rate (0.8 ms): a read rate per weight type and a cost

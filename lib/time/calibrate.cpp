@@ -644,13 +644,24 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     std::vector<bool> branch = branches(pts, rows, s);
     std::vector<bool> gemm_free(s.x.size(), true);   // sizes not given up as unseparable
     constexpr int k_max_rounds = 100;
-    // every split fitted, with the terms then free: a split met again with the same terms means the rounds cycle, and
-    // the rounds up to k_max_rounds would only repeat the cycle (the H200's depth-0 fit swapped the same ubatches back
-    // and forth for all 100, a third of fit-shipped-profiles.py's time)
-    std::vector<std::pair<std::vector<bool>, std::vector<bool>>> fitted;
-    bool cycled = false;
+    // What each round leaves to the next: the split, the free terms and the prices of the others (a GEMM size given up
+    // takes a price interpolated from the fitted ones). The next round is a function of it, so one met again means the
+    // rounds cycle: the rounds up to k_max_rounds are skipped but for the ones that end at the phase of the cycle where
+    // round k_max_rounds would end (the same fit, without running the cycle over and over: the H200's depth-0 fit
+    // swapped the same ubatches back and forth for all 100 rounds, a third of fit-shipped-profiles.py's time). A split
+    // and free terms met again with other fixed prices is no cycle: such rounds went on to settle.
+    struct round_end {
+        int round = 0;
+        std::vector<bool> branch, active, gemm_free;
+        std::vector<double> fixed;   // x of the terms not free; 0 for the free ones (solve's to fit)
+        bool same_state(const round_end & o) const {
+            return branch == o.branch && active == o.active && gemm_free == o.gemm_free && fixed == o.fixed;
+        }
+    };
+    std::vector<round_end> ends;
+    int cycle_from = -1, cycle_length = 0, stop_at = k_max_rounds;
     int round = 0;
-    for (; round < k_max_rounds; ++round) {
+    for (; round < stop_at; ++round) {
         // a branch no ubatch takes has no column: a size with no compute-bound ubatch is not free
         std::vector<bool> has(s.x.size(), false);
         size_t ub = 0;
@@ -670,6 +681,12 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
             throw usage_error(fmt::format("kvsim calibrate: {} llama-bench result(s) for {} free terms; run llama-bench with more "
                                           "-p/-n/-d/-ub values (e.g. -p 64,256,512 -n 32 -d 0,1024,4096)",
                                           pts.size(), (size_t) std::count(s.active.begin(), s.active.end(), true)));
+        }
+        if (std::none_of(s.active.begin(), s.active.end(), [](bool free) { return free; })) {
+            // every term given up or kept (a lone deep prompt's GEMM priced below 0): no column left to fit
+            throw usage_error(fmt::format("kvsim calibrate: no term of the fit is left{}; these results cannot fit a profile: run "
+                                          "llama-bench with more -p/-n/-d values (e.g. -p 64,256,512 -n 32 -d 0,1024,4096)",
+                                          r.notes.empty() ? "" : " (the last one: " + r.notes.back() + ")"));
         }
         if (!solve(pts, y, rows, s, branch)) {
             // not separable by these results: give up the least identifiable term, in this order
@@ -721,17 +738,25 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
         s.fill_inactive_sizes(peak);
         const std::vector<bool> next = branches(pts, rows, s);
         if (next == branch) break;
-        fitted.emplace_back(branch, s.active);
-        if (std::find(fitted.begin(), fitted.end(), std::make_pair(next, s.active)) != fitted.end()) {
-            cycled = true;
-            break;
+        if (cycle_from < 0) {
+            round_end end{round, next, s.active, gemm_free, s.x};
+            for (size_t k = 0; k < s.x.size(); ++k) {
+                if (s.active[k]) end.fixed[k] = 0;
+            }
+            const auto seen = std::find_if(ends.begin(), ends.end(), [&](const round_end & e) { return e.same_state(end); });
+            if (seen != ends.end()) {
+                cycle_from = seen->round + 1, cycle_length = round - seen->round;
+                stop_at = round + 1 + (k_max_rounds - 1 - round) % cycle_length;
+            } else {
+                ends.push_back(std::move(end));
+            }
         }
         branch = next;
     }
-    if (cycled || round == k_max_rounds) {   // ubatches near the knee of the max can swap sides for ever: say that the last fit is kept
-        r.notes.push_back(fmt::format("the split of the ubatches between weight reads and GEMMs did not settle ({}); the last "
-                                      "round's fit is kept", cycled ? fmt::format("round {} repeats an earlier one", round + 1)
-                                                                    : fmt::format("{} rounds", k_max_rounds)));
+    if (round == stop_at) {   // ubatches near the knee of the max can swap sides for ever: say that the last fit is kept
+        r.notes.push_back(fmt::format("the split of the ubatches between weight reads and GEMMs did not settle in {} rounds{}; the "
+                                      "last round's fit is kept", k_max_rounds,
+                                      cycle_from < 0 ? "" : fmt::format(" (from round {} a cycle of {})", cycle_from + 1, cycle_length)));
     }
     device_profile & d = r.profile;
     d = base;
