@@ -417,6 +417,11 @@ TEST_CASE("read_llama_bench: llama-bench's markdown table, as published") {
           (dir / "test.md") + ":3: test is not ppN, tgN or ppN+tgM (with ' @ dD') (value 'pq512')");
     CHECK(error_of(write("rate.md", head + "| m | 1 GiB | 1 B | CPU | 2 | 256 | 1 | pp512 | fast |\n")) ==
           (dir / "rate.md") + ":3: t/s is not 'A ± S' (value 'fast')");
+    // a rate whose run time leaves [1, 1e15] ns is named by its cell, not by a wrapped int64 (hostile-input pass, session 26)
+    CHECK(error_of(write("slow.md", head + "| m | 1 GiB | 1 B | CPU | 2 | 256 | 1 | pp512 | 0.000000001 ± 0.00 |\n")) ==
+          (dir / "slow.md") + ":3: t/s gives 5.12e+20 ns for the run's 512 tokens, outside [1, 1e15] (value '0.000000001 ± 0.00')");
+    CHECK(error_of(write("spread.md", head + "| m | 1 GiB | 1 B | CPU | 2 | 256 | 1 | pp512 | 100 ± 1000000000000000 |\n")) ==
+          (dir / "spread.md") + ":3: the spread after the t/s gives 5.12e+22 ns, above 1e15 (value '100 ± 1000000000000000')");
     CHECK(error_of(write("nohead.md", "| model | size | t/s |\n|--|--|--|\n| m | 1 GiB | 1 ± 0 |\n")) ==
           (dir / "nohead.md") + ":1: a llama-bench table header needs a 'test' column (value '| model | size | t/s |')");
     // a result's field errors name the table's line, not an entry number (hostile-input pass M5)

@@ -73,9 +73,15 @@ struct reader {
         const double ts = std::stod(m[1].str()), sd = std::stod(m[2].str());
         if (!(ts > 0)) fail(cell, "t/s must be > 0");
         const double tokens = o["n_prompt"].get<double>() + o["n_gen"].get<double>();
-        const double avg_ns = tokens / ts * 1e9;
+        const double avg_ns = tokens / ts * 1e9, sd_ns = avg_ns * sd / ts;
+        // checked here, before llround: a value past int64 came out as -9223372036854775808, and the row's later check
+        // named that instead of the cell
+        if (!(avg_ns >= 1 && avg_ns <= 1e15)) {
+            fail(cell, fmt::format("t/s gives {:g} ns for the run's {:g} tokens, outside [1, 1e15]", avg_ns, tokens));
+        }
+        if (!(sd_ns <= 1e15)) fail(cell, fmt::format("the spread after the t/s gives {:g} ns, above 1e15", sd_ns));
         o["avg_ns"] = (int64_t) std::llround(avg_ns);
-        o["stddev_ns"] = (int64_t) std::llround(avg_ns * sd / ts);
+        o["stddev_ns"] = (int64_t) std::llround(sd_ns);
     }
 
     int64_t whole(const std::string & cell, const char * what) const {
