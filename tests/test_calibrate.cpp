@@ -598,7 +598,7 @@ TEST_CASE("calibrate: one result gets its fit and no leave-one-out figure") {
     CHECK(held_out_fit(one, model_preset("llama-3.2-1b"), nullptr, cpu_n_kv()).errs.empty());
 }
 
-TEST_CASE("calibrate: a result whose every term is given up is refused, not a crash") {
+TEST_CASE("calibrate: results that cannot fit a profile are refused naming them, not a crash") {
     // one pp512 at depth 65536 taking 64 ms on the h200 profile: the attention of 65,536 cells leaves the GEMM at 512
     // tokens below 0, the only free term; the fit had a QR of no column left (SIGSEGV) before the refusal
     llama_bench_row p = point(512, 0, 65536, 512);
@@ -612,6 +612,17 @@ TEST_CASE("calibrate: a result whose every term is given up is refused, not a cr
         FAIL("a fit with no free term");
     } catch (const usage_error & e) {
         CHECK(std::string(e.what()).find("no term of the fit is left") != std::string::npos);
+    }
+    // one decode step over 1,048,000 cells in 10 ms: the weight reads come out below 0 with no pair of results to blame;
+    // the refusal names the result
+    llama_bench_row d = p;
+    d.n_prompt = 0, d.n_gen = 1, d.n_depth = 1048000, d.avg_s = 0.010;
+    d.file = "deep.md", d.line = 3;
+    try {
+        (void) calibrate({d}, model_preset("llama-3-8b"), nullptr, device_preset("h200"));
+        FAIL("weight reads below 0");
+    } catch (const usage_error & e) {
+        CHECK(std::string(e.what()).find("1 result(s), the first deep.md line 3 (tg1 @ d1048000)") != std::string::npos);
     }
 }
 

@@ -924,7 +924,7 @@ struct fit_input {
 
 // Why a fit's weight reads came out below 0, in the results' own terms: the two results where more tokens per
 // ubatch took the least time per ubatch against fewer tokens (no cost term falls as the tokens grow, so one of
-// them is another model, machine or mistake). "" when no such pair exists.
+// them is another model, machine or mistake); without such a pair, how many results and which is the first.
 std::string contradicting_pair(const std::vector<llama_bench_row> & points, const std::vector<std::vector<ubatch_terms>> & pts) {
     std::vector<double> tokens(points.size()), per(points.size());
     for (size_t i = 0; i < points.size(); ++i) {
@@ -950,7 +950,9 @@ std::string contradicting_pair(const std::vector<llama_bench_row> & points, cons
         }
         k = end;
     }
-    if (worst == 1) return "";
+    if (worst == 1) {   // no such pair (one result, or all of one ubatch size): name the results the fit had
+        return fmt::format(": {} result(s), the first {} ({})", points.size(), row_place(points[0]), points[0].test_name());
+    }
     return fmt::format(": {} ({}) takes {:.4g} ms per ubatch of {:.4g} tokens, {:.3g}x less than {} ({}) with {:.4g} tokens per ubatch",
                        row_place(points[fast]), points[fast].test_name(), per[fast] * 1e3, tokens[fast], worst, row_place(points[slow]),
                        points[slow].test_name(), tokens[slow]);
