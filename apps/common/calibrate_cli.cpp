@@ -40,11 +40,12 @@ void calibrate_cli::add_to(CLI::App & cmd) {
 
 namespace {
 // The profile must load back (kvsim replay --device FILE): one that parse_device_profile refuses is not written.
-void refuse_unloadable(const nlohmann::json & profile) {
+void refuse_unloadable(const nlohmann::json & profile, const std::vector<std::string> & files) {
     try {
         (void) parse_device_profile(profile, "the fitted profile");
     } catch (const input_error & e) {
-        throw usage_error(fmt::format("kvsim calibrate: {}; the results do not look like one model on one machine", e.what()));
+        throw usage_error(fmt::format("kvsim calibrate: {}; the results ({}) do not look like one model on one machine", e.what(),
+                                      fmt::join(files, ", ")));
     }
 }
 }  // namespace
@@ -116,7 +117,7 @@ int calibrate_cli::run(std::ostream & term) {
                                       "the results are from a much faster machine; pass its profile (--device NAME|FILE|host)",
                                       max_fraction, device, base.bandwidth_gbs, base.peak_tflops));
     }
-    refuse_unloadable(device_profile_json(r.profile));
+    refuse_unloadable(device_profile_json(r.profile), files);
     term << fmt::format("kvsim calibrate: {} llama-bench results of {} ({} weights), base profile {} ({:.1f} GB/s, {:.2f} TFLOP/s)\n",
                         points.size(), r.models_text(), r.weights_text(), base.name, base.bandwidth_gbs, base.peak_tflops);
     print_calibration(term, r);
@@ -126,7 +127,7 @@ int calibrate_cli::run(std::ostream & term) {
         j["calibration"]["held_out"] = {{"method", held.method}, {"results", held.errs.size()},
                                         {"median_abs_error", abs_error_quantile(held.errs, 0.5)},
                                         {"max_abs_error", abs_error_quantile(held.errs, 1.0)}};
-        refuse_unloadable(j);   // a held-out error past 1000x (a result of 1 ns among real ones) is no profile
+        refuse_unloadable(j, files);   // a held-out error past 1000x (a result of 1 ns among real ones) is no profile
     }
     const auto & d = r.profile;
     std::string gemms;
