@@ -82,6 +82,14 @@ HOST_LINK = {"rtx-4090": 31.5, "rtx-3090": 31.5, "h100-pcie": 63, "a100-pcie-80g
              "l40s": 31.5, "h100-sxm": 63, "h200": 63}
 
 
+# Streaming multiprocessors of each card (kvsim's n_sm: the GEMM term counts whole waves of 128-row output tiles,
+# step_time.h gemm_wave_factor): NVIDIA Ada whitepaper (RTX 4090 128, L40S 142), Ampere GA102 whitepaper (RTX 3090 82),
+# A100 whitepaper (108), H100 whitepaper (H100 PCIe 114, SXM5 132); the H200 (GH100 as the H100 SXM5) 132, as Nsight
+# Compute reported on the card this project measured (scripts/gpu-window.sh gpu-check, "# SMs 132").
+N_SM = {"rtx-4090": 128, "rtx-3090": 82, "h100-pcie": 114, "a100-pcie-80gb": 108, "a100-sxm-80gb": 108, "l40s": 142,
+        "h100-sxm": 132, "h200": 132}
+
+
 def run(kvsim, args):
     p = subprocess.run([kvsim] + args, cwd=ROOT, capture_output=True, text=True)
     if p.returncode != 0:
@@ -111,7 +119,7 @@ def datasheet_base(tmp, name, gbs, tflops, mib, float_speedup):
     base = os.path.join(tmp, name + "-datasheet.json")
     with open(base, "w") as f:
         json.dump({"name": name, "source": "datasheet", "bandwidth_gbs": gbs, "peak_tflops": tflops, "memory_mib": mib,
-                   "float_gemm_speedup": float_speedup}, f)
+                   "float_gemm_speedup": float_speedup, "n_sm": N_SM[name]}, f)
     return base
 
 
@@ -264,7 +272,7 @@ def derive(profiles, d):
     name, label, src, gbs, tflops, mib, cite = d
     s = profiles[src]
     p = json.loads(json.dumps(s))
-    p.update(name=name, bandwidth_gbs=gbs, peak_tflops=tflops, memory_mib=mib, host_link_gbs=HOST_LINK[name])
+    p.update(name=name, bandwidth_gbs=gbs, peak_tflops=tflops, memory_mib=mib, host_link_gbs=HOST_LINK[name], n_sm=N_SM[name])
     # attention terms are seconds per byte and per FLOP: they scale with the bandwidth and the peak as the weight terms do
     p["attn_s_per_kv_byte"] = s["attn_s_per_kv_byte"] * s["bandwidth_gbs"] / gbs
     p["attn_s_per_flop"] = s["attn_s_per_flop"] * s["peak_tflops"] / tflops

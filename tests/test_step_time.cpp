@@ -166,6 +166,45 @@ TEST_CASE("step time by hand: fractions, overheads, linear attention") {
     CHECK(t.dense_flops == 2.0 * 16 * 60817408 * 512 + 2.0 * 2048 * 128256);
 }
 
+TEST_CASE("GEMM waves (n_sm): a layer's matrices in whole waves of 128-row output tiles, as mmq tiles them") {
+    // Qwen2.5-0.5B (n_embd 896, 14 heads of 64, 2 KV heads, n_ff 4864), a 512-token ubatch on 132 SMs. mmq's tiles are
+    // 128 rows by J columns (mmq-config-ampere.cuh), J the narrowest width that gives the fewest column tiles (mmq.cuh:
+    // J_best): 512 tokens = 4 columns of 128. Tiles and waves of 132, by matrix (rows x reduction length):
+    //   Q 896 x 896:   7 x 4 =  28 tiles, 1 wave          K, V 128 x 896:  1 x 4 = 4 tiles, 1 wave each
+    //   O 896 x 896:   28 tiles, 1 wave                   up, gate 4864 x 896: 38 x 4 = 152 tiles, 2 waves each
+    //   down 896 x 4864: 28 tiles, 1 wave
+    // A wave costs 132 tiles of 128 x 128 x (reduction length): FLOPs / 2 per layer padded =
+    // 132 * 128 * 128 * (896 + 2 * 896 + 896 + 2 * 2 * 896 + 4864), exact = 512 * (896 * 896 + 2 * 128 * 896 + 896 * 896 +
+    // 2 * 4864 * 896 + 896 * 4864)
+    const model_shape q = model_preset("qwen2.5-0.5b");
+    const double padded = 132.0 * 128 * 128 * (896 + 2 * 896 + 896 + 2 * 2 * 896 + 4864);
+    const double exact = 512.0 * (896.0 * 896 + 2 * 128.0 * 896 + 896.0 * 896 + 2 * 4864.0 * 896 + 896.0 * 4864);
+    CHECK(gemm_wave_factor(q, 512, 132) == doctest::Approx(padded / exact).epsilon(1e-12));
+    // 130 tokens: 2 columns; the narrowest width with 2 is 72, which mmq has no kernel for: 80 (2 x 80 = 160 columns)
+    // Llama-3.1-8B (4096, 32 x 128, 8 KV heads, n_ff 14336): Q, O 32 x 2 = 64 tiles, K, V 8 x 2 = 16, up, gate 112 x 2 =
+    // 224 tiles = 2 waves of 132, down 64: one wave each but up and gate
+    const model_shape l = model_preset("llama-3.1-8b");
+    const double l_padded = 132.0 * 128 * 80 * (4096 + 2 * 4096 + 4096 + 2 * 2 * 4096 + 14336);
+    const double l_exact = 130.0 * (4096.0 * 4096 + 2 * 1024.0 * 4096 + 4096.0 * 4096 + 2 * 14336.0 * 4096 + 4096.0 * 14336);
+    CHECK(gemm_wave_factor(l, 130, 132) == doctest::Approx(l_padded / l_exact).epsilon(1e-12));
+    // none: no SMs given (CPU, rooflines), one token (matrix-vector kernels), a shape without dimensions
+    CHECK(gemm_wave_factor(q, 512, 0) == 1.0);
+    CHECK(gemm_wave_factor(q, 1, 132) == 1.0);
+    CHECK(gemm_wave_factor(model_preset("tiny-llama"), 512, 132) == 1.0);   // no n_embd
+    model_shape custom;
+    CHECK(gemm_wave_factor(custom, 512, 132) == 1.0);
+    // the step time's GEMM FLOPs carry it: dense FLOPs of the layers times the factor, the output's as they were
+    device_profile d = device_preset("h200");
+    REQUIRE(d.n_sm == 132);
+    const step_time_model tm{d, q, &parse_weight_file_type("q4_0")};
+    const ubatch_terms t = tm.terms({{512, 512, 1, 24, 12288, 1}});
+    d.n_sm = 0;
+    const step_time_model flat{d, q, &parse_weight_file_type("q4_0")};
+    const ubatch_terms f = flat.terms({{512, 512, 1, 24, 12288, 1}});
+    const double output = 2.0 * 896 * 151936;
+    CHECK(t.dense_flops - output == doctest::Approx((f.dense_flops - output) * padded / exact).epsilon(1e-12));
+}
+
 TEST_CASE("device profiles: shipped, round trip, bad files") {
     const device_profile h = device_preset("h200-datasheet");
     CHECK(h.bandwidth_gbs == 4800);
@@ -182,6 +221,9 @@ TEST_CASE("device profiles: shipped, round trip, bad files") {
     CHECK(back.gemm_fraction == d.gemm_fraction);
     CHECK(back.attn_s_per_kv_byte == d.attn_s_per_kv_byte);
     CHECK(back.attention_linear());
+    CHECK_FALSE(device_profile_json(d).contains("n_sm"));   // written only when set: older profiles stay byte for byte
+    d.n_sm = 132;
+    CHECK(parse_device_profile(device_profile_json(d), "x").n_sm == 132);
     using json = nlohmann::json;
     auto refused = [](const json & j) {
         try {
@@ -197,6 +239,10 @@ TEST_CASE("device profiles: shipped, round trip, bad files") {
     CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"gemm_fraction", {{16, 0.5}, {8, 0.5}}}}).find("gemm_fraction") != std::string::npos);
     CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"attention", "cubic"}}).find("attention") != std::string::npos);
     CHECK(refused(json::array()).find("JSON object") != std::string::npos);
+    for (const json & bad : {json(-1), json(13.5), json("132"), json(1e6)}) {
+        CAPTURE(bad.dump());
+        CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"n_sm", bad}}).find("n_sm") != std::string::npos);
+    }
     scratch_dir dir("devprof");
     std::ofstream(dir / "bad.json") << "{ not json";
     CHECK_THROWS_AS(load_device_profile(dir / "bad.json"), input_error);

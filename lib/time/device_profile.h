@@ -58,6 +58,10 @@ struct device_profile {
     // a matrix-vector kernel for one token and GEMMs from a few; a small model's GEMMs are far below the peak, e.g.
     // Qwen2.5-0.5B's 512-token prompts on the H200 at a seventh of the 8B's FLOP rate: docs/benchmarks.md)
     double gemm_layer_overhead_s = 0;
+    // GPU: streaming multiprocessors. With them the GEMM term counts a ubatch's layer matrices in whole waves of output
+    // tiles (step_time.h: gemm_wave_factor), as a small model's GEMMs leave most of a large card idle. 0 = FLOPs as they
+    // are (CPU profiles, the datasheet rooflines, files from before it).
+    int n_sm = 0;
     // Attention: "roofline" (K/V bytes join the weights' bytes, attention FLOPs the dense FLOPs,
     // inside the max) or "linear": kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop,
     // added to the dense time (what kvsim calibrate fits).

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <stdexcept>
+#include <tuple>
 
 namespace kvsim {
 
@@ -31,6 +32,25 @@ double step_time_model::attention_seconds(const ubatch_work & w) const {
     return std::max(kv_bytes(w) / (device.bandwidth_gbs * 1e9), attn_flops(model, w) / (device.peak_tflops * 1e12));
 }
 
+double gemm_wave_factor(const model_shape & m, double n_tokens, int n_sm) {
+    if (n_sm <= 0 || n_tokens < 2 || m.n_embd == 0) return 1.0;
+    // mmq takes the narrowest tile width J that gives the fewest column tiles (mmq.cuh: J_best), among the widths it
+    // has kernels for (mmq-config-ampere.cuh, Q4_0)
+    constexpr double rows = 128;
+    constexpr std::array<double, 11> widths = {8, 16, 24, 32, 40, 48, 64, 80, 96, 112, 128};
+    const double col_tiles = std::ceil(n_tokens / widths.back()), sm = n_sm;
+    const double cols = *std::find_if(widths.begin(), widths.end(), [&](double j) { return std::ceil(n_tokens / j) == col_tiles; });
+    double padded = 0, exact = 0;
+    // (rows, columns of the weight: the reduction length) of each matrix, times how many such matrices a layer has
+    const double e = m.n_embd, q = (double) m.n_head * m.head_dim, kv = (double) m.n_head_kv * m.head_dim, ff = m.n_ff;
+    for (const auto & [out, in, count] : {std::tuple{q, e, 1.0}, {kv, e, 2.0}, {e, q, 1.0}, {ff, e, 2.0}, {e, ff, 1.0}}) {
+        const double tiles = std::ceil(out / rows) * col_tiles;
+        padded += count * std::ceil(tiles / sm) * sm * rows * cols * in;
+        exact += count * out * n_tokens * in;
+    }
+    return padded / exact;
+}
+
 ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) const {
     ubatch_terms t;
     if (per_cache.empty()) return t;
@@ -39,7 +59,8 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
     const double n_out = first.n_outputs ? first.n_outputs : first.n_tokens;
     t.n_tokens = first.n_tokens;
     t.weight_bytes = wb.read_per_ubatch();
-    t.dense_flops = 2.0 * wb.dense_params * first.n_tokens + 2.0 * wb.output_params * n_out;
+    t.dense_flops = 2.0 * wb.dense_params * first.n_tokens * gemm_wave_factor(model, first.n_tokens, device.n_sm) +
+                    2.0 * wb.output_params * n_out;
     if (!is_float_weight_type(weights) && device.repack_rows > 0) {
         // only the repacked matrices take extra one-row passes; fewer tokens than a gemm takes: those passes alone
         t.extra_pass_bytes = wb.packed_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
@@ -127,8 +148,9 @@ std::string step_time_model::describe() const {
                              device.layer_overhead_s * 1e6,
                              device.gemm_layer_overhead_s > 0 ? fmt::format(" (+ {:.2f} from 2 tokens)", device.gemm_layer_overhead_s * 1e6) : "");
     }
-    const std::string dense = fmt::format("max(weights {:.3f} GB ({}) / {:.0f} GB/s, FLOPs / {:.2f} TFLOP/s)", gb, weights_name(),
-                                          device.bandwidth_gbs, device.peak_tflops);
+    const std::string dense = fmt::format("max(weights {:.3f} GB ({}) / {:.0f} GB/s, FLOPs{} / {:.2f} TFLOP/s)", gb, weights_name(),
+                                          device.bandwidth_gbs, device.n_sm > 0 ? fmt::format(" in waves of 128-row tiles on {} SMs", device.n_sm) : "",
+                                          device.peak_tflops);
     if (measured_s_per_kv_byte > 0) {
         return fmt::format("dense part: {} on {} ({}){}; attention part: measured kernel time, {:.3f} ns per K/V KiB read (all layers)",
                            dense, device.name, device.source, extra, measured_s_per_kv_byte * 1e9 * 1024);

@@ -60,6 +60,14 @@ double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv);
 // [0, used) (llama-bench, one slot), O(n_kv) otherwise.
 double ubatch_split_kv_visible(const kv_cache & c, const ubatch & ub, uint32_t n_kv, const context_params & p, int n_threads);
 
+// How many times the FLOPs of one layer's weight matrices (Q, K, V, output projection; FFN up, gate, down) their GEMMs
+// take on a card of n_sm streaming multiprocessors when each matrix is computed in whole waves of output tiles of 128
+// rows by up to 128 tokens: a tile is a multiprocessor's work (ggml-cuda/mmq-config-ampere.cuh: I = 128, J <= 128, one
+// block per multiprocessor), and a wave left partly empty costs a full one. A small model's matrices fill a fraction of
+// a large card: Qwen2.5-0.5B's 896-row projections make 28 tiles of a 512-token ubatch for the H200's 132 SMs. >= 1;
+// 1 for n_sm 0, fewer than 2 tokens (matrix-vector kernels) or a shape without dimensions (n_embd 0).
+double gemm_wave_factor(const model_shape & m, double n_tokens, int n_sm);
+
 // The dense and attention quantities of one ubatch (all caches), before a device turns them into time.
 struct ubatch_terms {
     double n_tokens = 0;
