@@ -205,6 +205,47 @@ TEST_CASE("GEMM waves (n_sm): a layer's matrices in whole waves of 128-row outpu
     CHECK(t.dense_flops - output == doctest::Approx((f.dense_flops - output) * padded / exact).epsilon(1e-12));
 }
 
+TEST_CASE("cuda_fa_takes_mma: llama.cpp's CUDA flash-attention kernel choice (fattn.cu: ggml_cuda_get_best_fattn_kernel, cc >= 8.9)") {
+    const model_shape l8 = model_preset("llama-3.1-8b");   // head_dim 128, GQA 4
+    const model_shape l2 = model_preset("llama-2-7b");     // no GQA
+    const model_shape q = model_preset("qwen2.5-0.5b");    // head_dim 64, GQA 7
+    const model_shape g = model_preset("gemma-2-9b");      // head_dim 256, GQA 2
+    // f16 K/V: "Q->ne[1] == 1 && Q->ne[3] == 1 && !(gqa_ratio > 4 && (Q->ne[0] >= 256 || K->ne[1] >= 8192))" -> VEC
+    CHECK_FALSE(cuda_fa_takes_mma(l8, false, 1, 1, 512));
+    CHECK_FALSE(cuda_fa_takes_mma(g, false, 1, 1, 8192));     // GQA 2: the head size clause needs GQA > 4
+    CHECK_FALSE(cuda_fa_takes_mma(q, false, 1, 1, 7936));
+    CHECK(cuda_fa_takes_mma(q, false, 1, 1, 8192));           // GQA 7 over 8192 cells
+    // two rows, or one row in each of several streams (-np without -kvu): the MMA kernel when the GQA optimisation applies
+    CHECK(cuda_fa_takes_mma(l8, false, 2, 1, 512));
+    CHECK(cuda_fa_takes_mma(l8, false, 512, 1, 512));
+    CHECK(cuda_fa_takes_mma(l8, false, 1, 4, 512));
+    CHECK_FALSE(cuda_fa_takes_mma(l2, false, 1, 4, 512));     // "!gqa_opt_applies && Q->ne[1] == 1" -> VEC
+    CHECK(cuda_fa_takes_mma(l2, false, 2, 1, 512));
+    // quantized K/V on Ada and later: "Q->ne[1] <= 2" -> VEC
+    CHECK_FALSE(cuda_fa_takes_mma(l8, true, 2, 1, 512));
+    CHECK_FALSE(cuda_fa_takes_mma(q, true, 1, 1, 16384));
+    CHECK(cuda_fa_takes_mma(l8, true, 3, 1, 512));
+    // K->ne[1] not a multiple of FATTN_KQ_STRIDE (256): no vector kernel
+    CHECK(cuda_fa_takes_mma(l8, false, 1, 1, 300));
+    // the step time puts those ubatches' K/V bytes in the tiled term (a GPU profile, attention on n_kv)
+    const step_time_model tm{device_preset("h200"), l8, &parse_weight_file_type("f16")};
+    const size_t cell = 131072 / 32;   // bytes per cell and layer, f16 K and V of 8 heads of 128
+    const ubatch_terms decode = tm.terms({{1, 16384, 1, 32, cell, 1}});
+    CHECK(decode.kv_bytes == 16384.0 * cell * 32);
+    CHECK(decode.tiled_kv_bytes == 0);
+    const ubatch_terms pp4 = tm.terms({{4, 16384, 1, 32, cell, 1}});
+    CHECK(pp4.kv_bytes == 0);
+    CHECK(pp4.tiled_kv_bytes == 16384.0 * cell * 32);
+    CHECK(pp4.attn_flops == 4.0 * 4 * 16384 * 32 * 128 * 32);
+    // the MMA kernel over one row (GQA 7 over 16384 cells) keeps the one-row price; a profile without n_sm (a roofline,
+    // the CPU) prices no kernel apart
+    const step_time_model qm{device_preset("h200"), q, &parse_weight_file_type("f16")};
+    REQUIRE(cuda_fa_takes_mma(q, false, 1, 1, 16384));
+    CHECK(qm.terms({{1, 16384, 1, 24, 1024, 1}}).tiled_kv_bytes == 0);
+    const step_time_model roof{device_preset("h200-datasheet"), l8, &parse_weight_file_type("f16")};
+    CHECK(roof.terms({{4, 16384, 1, 32, cell, 1}}).tiled_kv_bytes == 0);
+}
+
 TEST_CASE("device profiles: shipped, round trip, bad files") {
     const device_profile h = device_preset("h200-datasheet");
     CHECK(h.bandwidth_gbs == 4800);

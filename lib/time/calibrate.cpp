@@ -386,7 +386,7 @@ bool give_up_first(fit_state & s, std::initializer_list<term> order, const char 
         if (!s.active[t]) continue;
         s.active[t] = false;
         s.x[t] = 0;
-        notes.push_back(fmt::format("{}: {}; fixed at 0{}", s.name(t), why, t == T_TILED ? " (the tiled path's cells priced as the one-row path's)" : ""));
+        notes.push_back(fmt::format("{}: {}; fixed at 0{}", s.name(t), why, t == T_TILED ? " (the tiled kernel's K/V priced as the one-row kernel's)" : ""));
         return true;
     }
     return false;
@@ -620,8 +620,11 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     s.x[T_WEIGHTS] = 1.0 / (bw * base.read_fraction(s.types.front()));
     for (size_t k = T_GEMM0; k < s.type0; ++k) s.x[k] = 1.0 / (peak * base.gemm_fraction_at(s.sizes[k - T_GEMM0]));
     init_model_terms(s, several_layer_counts(c), base, r.notes);
-    // a term no result exercises is not free (no K/V read: all results single tokens at depth 0)
-    if (!any_ubatch(pts, &ubatch_terms::kv_bytes)) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
+    // a term no result exercises is not free (no K/V read: all results single tokens at depth 0); K/V read by the tiled
+    // kernel alone (prompts on a CUDA card's MMA kernel) leaves the other kernel's price as the base has it
+    const bool one_row_kv = any_ubatch(pts, &ubatch_terms::kv_bytes);
+    if (!one_row_kv && !any_ubatch(pts, &ubatch_terms::tiled_kv_bytes)) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
+    if (!one_row_kv) s.active[T_KV] = false, s.x[T_KV] = base.attn_s_per_kv_byte;
     // charged on the visible cells, the K/V bytes and the attention FLOPs are both the visible cells times a constant
     // of the model: one column, fitted as attn_s_per_kv_byte
     if (base.attention_cells == "visible" && s.active[T_ATTN_FLOPS]) {
@@ -691,8 +694,11 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
         if (!solve(pts, y, rows, s, branch)) {
             // not separable by these results: give up the least identifiable term, in this order
             // (the per-ubatch cost is collinear with the per-size GEMM terms when every size has one)
+            // (a GPU's MMA-kernel K/V price needs prompts over long contexts: before the per-ubatch cost, which one
+            // model's prompts at depth 0 fit and do not tell from it)
             const char * why = "these results cannot separate it from the other terms";
-            if (!give_up_first(s, {T_SCAN, T_UNPACKED, T_GEMM_LAYER, T_LAYER}, why, r.notes) && !give_up_type(s, why, r.notes) &&
+            const term mma = base.attention_cells == "visible" ? T_SCAN : T_TILED;
+            if (!give_up_first(s, {T_SCAN, T_UNPACKED, T_GEMM_LAYER, T_LAYER, mma}, why, r.notes) && !give_up_type(s, why, r.notes) &&
                 !give_up_first(s, {T_UBATCH, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS}, why, r.notes)) {
                 throw usage_error("kvsim calibrate: the results cannot separate the weight-read and GEMM terms");
             }
@@ -731,7 +737,7 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
             if (worst >= T_GEMM0) gemm_free[worst] = false;
             else s.x[worst] = 0;
             r.notes.push_back(fmt::format("{}: fitted below 0; {}{}", s.name(worst), worst >= T_GEMM0 ? "interpolated from the other sizes" : "fixed at 0",
-                                          worst == T_TILED ? " (the tiled path's cells priced as the one-row path's)" : ""));
+                                          worst == T_TILED ? " (the tiled kernel's K/V priced as the one-row kernel's)" : ""));
             s.fill_inactive_sizes(peak);
             continue;
         }

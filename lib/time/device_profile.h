@@ -58,9 +58,10 @@ struct device_profile {
     // a matrix-vector kernel for one token and GEMMs from a few; a small model's GEMMs are far below the peak, e.g.
     // Qwen2.5-0.5B's 512-token prompts on the H200 at a seventh of the 8B's FLOP rate: docs/benchmarks.md)
     double gemm_layer_overhead_s = 0;
-    // GPU: streaming multiprocessors. With them the GEMM term counts a ubatch's layer matrices in whole waves of output
-    // tiles (step_time.h: gemm_wave_factor), as a small model's GEMMs leave most of a large card idle. 0 = FLOPs as they
-    // are (CPU profiles, the datasheet rooflines, files from before it).
+    // A CUDA card's streaming multiprocessors. With them the GEMM term counts a ubatch's layer matrices in whole waves of
+    // output tiles (step_time.h: gemm_wave_factor), as a small model's GEMMs leave most of a large card idle, and the K/V
+    // of the ubatches CUDA's MMA flash-attention kernel takes are the tiled term's (step_time.h: cuda_fa_takes_mma). 0 =
+    // neither (CPU profiles, the datasheet rooflines, files from before it).
     int n_sm = 0;
     // Attention: "roofline" (K/V bytes join the weights' bytes, attention FLOPs the dense FLOPs,
     // inside the max) or "linear": kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop,
@@ -74,8 +75,9 @@ struct device_profile {
     double attn_s_per_flop = 0;
     // "visible" only: seconds per cell the CPU kernel walks past testing the mask (step_time.h: scanned_cells)
     double attn_s_per_scanned_cell = 0;
-    // "visible" only: seconds per K/V byte of the visible cells in ggml-cpu's tiled flash-attention path (ubatches of 64
-    // tokens and more; step_time.h: tiled_kv_bytes)
+    // Seconds per K/V byte of the attention kernel that takes query rows in tiles (step_time.h: tiled_kv_bytes): "visible",
+    // the visible cells in ggml-cpu's tiled flash-attention path (ubatches of 64 tokens and more); "n_kv", CUDA's MMA
+    // flash-attention kernel (step_time.h: cuda_fa_takes_mma). 0 = priced as the one-row kernel's (attn_s_per_kv_byte).
     double attn_tiled_s_per_kv_byte = 0;
     // What a fitted profile was calibrated on (its "calibration" object, written by kvsim calibrate):
     // the model preset and the weight types; empty for a datasheet or host profile.

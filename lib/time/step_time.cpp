@@ -32,6 +32,20 @@ double step_time_model::attention_seconds(const ubatch_work & w) const {
     return std::max(kv_bytes(w) / (device.bandwidth_gbs * 1e9), attn_flops(model, w) / (device.peak_tflops * 1e12));
 }
 
+bool cuda_fa_takes_mma(const model_shape & m, bool kv_quantized, uint32_t rows_per_stream, uint32_t n_stream, uint32_t n_kv) {
+    constexpr uint32_t kq_stride = 256;   // fattn-common.cuh: FATTN_KQ_STRIDE
+    const uint32_t d = m.head_dim, gqa = m.n_head_kv ? m.n_head / m.n_head_kv : 1;
+    const bool can_use_vec = d <= 256 && d % 64 == 0 && d != 192 && n_kv % kq_stride == 0;
+    if (!can_use_vec) return true;
+    if (!kv_quantized) {
+        if (rows_per_stream == 1 && n_stream == 1 && !(gqa > 4 && (d >= 256 || n_kv >= 8192))) return false;
+    } else if (rows_per_stream <= 2) {
+        return false;
+    }
+    const bool gqa_opt_applies = gqa >= 2 && n_kv % kq_stride == 0;   // a causal mask, no ALiBi (every preset)
+    return !(!gqa_opt_applies && rows_per_stream == 1);
+}
+
 double gemm_wave_factor(const model_shape & m, double n_tokens, int n_sm) {
     if (n_sm <= 0 || n_tokens < 2 || m.n_embd == 0) return 1.0;
     // mmq takes the narrowest tile width J that gives the fewest column tiles (mmq.cuh: J_best), among the widths it
@@ -89,7 +103,15 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
             t.kv_bytes += cells * (double) w.bytes_per_cell_layer * w.n_layer;
             t.attn_flops += 4.0 * cells * model.n_head * model.head_dim * w.n_layer;
         } else {
-            t.kv_bytes += kv_bytes(w);
+            // a CUDA card's (n_sm) MMA flash-attention kernel (query rows in tiles) over two or more rows per stream costs
+            // more per K/V byte than its vector kernel: those bytes in the tiled term (priced apart by a profile with
+            // attn_tiled_s_per_kv_byte, else as the vector one's). The MMA kernel over one row (GQA > 4 over 8192 cells,
+            // several streams) stays with the vector kernel's price: Qwen2.5-7B's decode steps at depth 16384 take it on
+            // the H200 and read their K/V at 1.8 TB/s, where the vector kernel reads the 8B's at 2.4 and the MMA kernel a
+            // 4-token prompt's at 0.6 (docs/benchmarks.md)
+            const uint32_t rows = w.n_tokens / std::max(1u, w.n_stream);
+            const bool mma = device.n_sm > 0 && rows >= 2 && cuda_fa_takes_mma(model, w.kv_quantized, rows, w.n_stream, w.n_kv);
+            (mma ? t.tiled_kv_bytes : t.kv_bytes) += kv_bytes(w);
             t.attn_flops += attn_flops(model, w);
         }
     }
@@ -178,7 +200,8 @@ void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo
     const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
     work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub),
                            tiled_ ? ubatch_tiled_cells(c, ub, n_kv) : 0,
-                           split_threads_ > 1 && sinfo.n_stream() == 1 ? ubatch_split_kv_visible(c, ub, n_kv, params_, split_threads_) : -1});
+                           split_threads_ > 1 && sinfo.n_stream() == 1 ? ubatch_split_kv_visible(c, ub, n_kv, params_, split_threads_) : -1,
+                           ggml_is_quantized(params_.type_k) || ggml_is_quantized(params_.type_v)});
     if (next) next->on_apply(c, sinfo, ub, n_kv);
 }
 

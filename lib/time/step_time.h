@@ -27,7 +27,17 @@ struct ubatch_work {
     double visible = 0;       // sum over the ubatch's tokens of the cells each one sees (ubatch_visible_cells)
     double tiled_cells = 0;   // ubatches of 64 tokens and more: cells ggml's tiled path computes (ubatch_tiled_cells)
     double split_kv_visible = -1;   // one token over its KV split among threads: the cells charged (ubatch_split_kv_visible); < 0: not split
+    bool kv_quantized = false;      // K or V of a quantized type (q8_0, q4_0, ...): CUDA's kernel choice depends on it
 };
+
+// Whether llama.cpp's CUDA build runs a ubatch's flash attention on its MMA kernel (query rows in tiles) rather than the
+// vector kernel, on a card of compute capability 8.9 or more (Ada, Hopper: the cards whose profiles price the two apart),
+// as fattn.cu: ggml_cuda_get_best_fattn_kernel decides from Q's shape (head_dim, rows_per_stream = Q->ne[1], n_stream =
+// Q->ne[3]), the GQA ratio, K's cells (n_kv = K->ne[1]) and the K/V types. f16 K/V: the vector kernel for one row in one
+// stream (unless GQA > 4 over 8192 cells or more), else MMA; quantized: the vector kernel up to two rows; and the vector
+// kernel for one row whenever the GQA optimisation does not apply (no GQA, n_kv not a multiple of 256). The sparse gather
+// (head sizes of 256 and more with GQA > 4) is not modelled: no preset has it.
+bool cuda_fa_takes_mma(const model_shape & m, bool kv_quantized, uint32_t rows_per_stream, uint32_t n_stream, uint32_t n_kv);
 
 // ggml-cpu's repacked quantized matmul (ggml-cpu/repack.cpp: forward_mul_mat_one_chunk) takes the ubatch's tokens
 // `rows` at a time through one gemm and each of the n % rows left over through its own gemv, each pass reading the
@@ -94,10 +104,15 @@ struct ubatch_terms {
     // for one row, 25 ms for two, 37 ms for four (qwen2.5-0.5b's tied q8_0 output, 136 M parameters, Zen 5, one thread:
     // docs/benchmarks.md). Their FLOPs leave dense_flops.
     double unpacked_row_params = 0;
-    // (device attention_cells "visible") ubatches of 64 tokens and more: ggml's CPU flash attention takes its tiled path
-    // (ggml_compute_forward_flash_attn_ext_tiled: a GEMM per Q tile and K/V tile, tiles masked for every row skipped),
-    // whose cost per cell differs from the one-row path's: tiled_cells * bytes_per_cell_layer * n_layer, all caches, priced by
-    // attn_tiled_s_per_kv_byte; kv_bytes and attn_flops then hold the one-row path's ubatches only
+    // The K/V bytes of the attention kernel that takes query rows in tiles, priced by attn_tiled_s_per_kv_byte:
+    // - (device attention_cells "visible") ubatches of 64 tokens and more: ggml's CPU flash attention takes its tiled path
+    //   (ggml_compute_forward_flash_attn_ext_tiled: a GEMM per Q tile and K/V tile, tiles masked for every row skipped),
+    //   whose cost per cell differs from the one-row path's: tiled_cells * bytes_per_cell_layer * n_layer, all caches;
+    //   kv_bytes and attn_flops then hold the one-row path's ubatches only;
+    // - (a CUDA card: device n_sm > 0) ubatches of two or more query rows per stream that CUDA runs on its MMA
+    //   flash-attention kernel (cuda_fa_takes_mma), their n_kv * n_stream * bytes_per_cell_layer * n_layer here instead of
+    //   in kv_bytes (their FLOPs stay in attn_flops). On the H200 the vector kernel reads a decode's K/V at about 2.4
+    //   TB/s, the MMA kernel a 4-token prompt's at about 0.6 (docs/benchmarks.md).
     double tiled_kv_bytes = 0;
     double tiled_attn_flops = 0;   // 4 * tiled_cells * n_head * head_dim * n_layer of those ubatches (a roofline adds them)
 };
