@@ -626,6 +626,26 @@ TEST_CASE("calibrate: results that cannot fit a profile are refused naming them,
     }
 }
 
+// Prompts alone on a CUDA card (n_sm): every K/V byte is read by the MMA kernel, none by the vector kernel, so the two
+// cannot be told apart: one price for both, fitted (a roofline base has none to keep: decode K/V came out free)
+TEST_CASE("calibrate: prompts alone on a CUDA card price the K/V of both flash-attention kernels as one") {
+    std::vector<llama_bench_row> pts;
+    for (const auto & p : read_llama_bench("tests/data/llama-bench/h200-llama3.1-8b-f16.json"))
+        if (p.n_gen == 0 && p.n_prompt >= 2) pts.push_back(p);   // prompts of 2-8192 tokens, at depth 0 and deeper
+    REQUIRE(pts.size() >= 12);
+    device_profile base = device_preset("h200-datasheet");
+    base.n_sm = 132;
+    const calibration_result r = calibrate(pts, model_preset("llama-3.1-8b"), nullptr, base);
+    CHECK(r.profile.attn_tiled_s_per_kv_byte == 0);
+    CHECK(r.profile.attn_s_per_kv_byte > 0);
+    CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string & n) {
+        return n.rfind("attn_tiled_s_per_kv_byte: no result reads K/V on the one-row kernel", 0) == 0;
+    }));
+    // a decode step over 16384 cells costs more than one over 512
+    const step_time_model tm{r.profile, model_preset("llama-3.1-8b"), &parse_weight_file_type("f16")};
+    CHECK(tm.ubatch_seconds({{1, 16384, 1, 32, 4096, 1}}) > tm.ubatch_seconds({{1, 512, 1, 32, 4096, 1}}));
+}
+
 // Several models of one card: llama.cpp's own decode steps on the H200 (tests/data/llama-bench/README.md, 2026-12-04)
 // read the 8B's Q4_K_M weights (4.9 GB) in 3.81 ms and its F16 weights (16.1 GB) in 4.83 ms, and the 1B (16 layers,
 // 2.5 GB of F16) in 1.35 ms, more than its bytes at the 8B's F16 rate (0.8 ms): a read rate per weight type and a cost

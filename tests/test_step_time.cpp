@@ -187,9 +187,15 @@ TEST_CASE("GEMM waves (n_sm): a layer's matrices in whole waves of 128-row outpu
     const double l_padded = 132.0 * 128 * 80 * (4096 + 2 * 4096 + 4096 + 2 * 2 * 4096 + 14336);
     const double l_exact = 130.0 * (4096.0 * 4096 + 2 * 1024.0 * 4096 + 4096.0 * 4096 + 2 * 14336.0 * 4096 + 4096.0 * 14336);
     CHECK(gemm_wave_factor(l, 130, 132) == doctest::Approx(l_padded / l_exact).epsilon(1e-12));
-    // none: no SMs given (CPU, rooflines), one token (matrix-vector kernels), a shape without dimensions
+    // none: no SMs given (CPU, rooflines), up to 8 tokens (the matrix-vector kernels: MMVQ_MAX_BATCH_SIZE), a shape
+    // without dimensions
     CHECK(gemm_wave_factor(q, 512, 0) == 1.0);
     CHECK(gemm_wave_factor(q, 1, 132) == 1.0);
+    CHECK(gemm_wave_factor(q, 8, 132) == 1.0);
+    // 9 tokens: one column tile of J = 16; Q and O 7 tiles, K and V 1, up and gate 38, down 7: one wave each
+    const double p9 = 132.0 * 128 * 16 * (896 + 2 * 896 + 896 + 2 * 896 + 4864);
+    const double e9 = 9.0 * (896.0 * 896 + 2 * 128.0 * 896 + 896.0 * 896 + 2 * 4864.0 * 896 + 896.0 * 4864);
+    CHECK(gemm_wave_factor(q, 9, 132) == doctest::Approx(p9 / e9).epsilon(1e-12));
     CHECK(gemm_wave_factor(model_preset("tiny-llama"), 512, 132) == 1.0);   // no n_embd
     model_shape custom;
     CHECK(gemm_wave_factor(custom, 512, 132) == 1.0);
@@ -280,7 +286,7 @@ TEST_CASE("device profiles: shipped, round trip, bad files") {
     CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"gemm_fraction", {{16, 0.5}, {8, 0.5}}}}).find("gemm_fraction") != std::string::npos);
     CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"attention", "cubic"}}).find("attention") != std::string::npos);
     CHECK(refused(json::array()).find("JSON object") != std::string::npos);
-    for (const json & bad : {json(-1), json(13.5), json("132"), json(1e6)}) {
+    for (const json & bad : {json(-1), json(13.5), json("132"), json(1025), json(1e6)}) {
         CAPTURE(bad.dump());
         CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"n_sm", bad}}).find("n_sm") != std::string::npos);
     }

@@ -114,8 +114,9 @@ int calibrate_cli::run(std::ostream & term) {
     for (const auto & g : r.profile.gemm_fraction) max_fraction = std::max(max_fraction, g.second);
     if (max_fraction > 10) {   // e.g. GPU results fitted against the default --device cpu
         throw usage_error(fmt::format("kvsim calibrate: the fit reaches {:.3g}x the peak of --device {} ({:g} GB/s, {:g} TFLOP/s): "
-                                      "the results are from a much faster machine; pass its profile (--device NAME|FILE|host)",
-                                      max_fraction, device, base.bandwidth_gbs, base.peak_tflops));
+                                      "the results are from a much faster machine; pass its profile (--device NAME|FILE|host){}",
+                                      max_fraction, device, base.bandwidth_gbs, base.peak_tflops,
+                                      base.n_sm > 0 ? fmt::format(", or check its n_sm ({}): GEMMs are counted in waves of that many tiles", base.n_sm) : ""));
     }
     refuse_unloadable(device_profile_json(r.profile), files);
     term << fmt::format("kvsim calibrate: {} llama-bench results of {} ({} weights), base profile {} ({:.1f} GB/s, {:.2f} TFLOP/s)\n",

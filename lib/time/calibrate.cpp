@@ -620,11 +620,9 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     s.x[T_WEIGHTS] = 1.0 / (bw * base.read_fraction(s.types.front()));
     for (size_t k = T_GEMM0; k < s.type0; ++k) s.x[k] = 1.0 / (peak * base.gemm_fraction_at(s.sizes[k - T_GEMM0]));
     init_model_terms(s, several_layer_counts(c), base, r.notes);
-    // a term no result exercises is not free (no K/V read: all results single tokens at depth 0); K/V read by the tiled
-    // kernel alone (prompts on a CUDA card's MMA kernel) leaves the other kernel's price as the base has it
-    const bool one_row_kv = any_ubatch(pts, &ubatch_terms::kv_bytes);
-    if (!one_row_kv && !any_ubatch(pts, &ubatch_terms::tiled_kv_bytes)) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
-    if (!one_row_kv) s.active[T_KV] = false, s.x[T_KV] = base.attn_s_per_kv_byte;
+    // a term no result exercises is not free (no K/V read: all results single tokens at depth 0)
+    const bool one_row_kv = any_ubatch(pts, &ubatch_terms::kv_bytes), tiled_kv = any_ubatch(pts, &ubatch_terms::tiled_kv_bytes);
+    if (!one_row_kv && !tiled_kv) s.active[T_KV] = s.active[T_ATTN_FLOPS] = false;
     // charged on the visible cells, the K/V bytes and the attention FLOPs are both the visible cells times a constant
     // of the model: one column, fitted as attn_s_per_kv_byte
     if (base.attention_cells == "visible" && s.active[T_ATTN_FLOPS]) {
@@ -643,7 +641,16 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     if (!any_ubatch(pts, &ubatch_terms::unpacked_row_params)) s.active[T_UNPACKED] = false;
     // the tiled flash-attention path's cells (visible only)
     s.x[T_TILED] = base.attn_tiled_s_per_kv_byte;
-    if (!any_ubatch(pts, &ubatch_terms::tiled_kv_bytes)) s.active[T_TILED] = false;
+    if (!tiled_kv) s.active[T_TILED] = false;
+    if (tiled_kv && !one_row_kv) {
+        // K/V read by the tiled kernel alone (prompts only): nothing to tell the two kernels apart, so one price for both,
+        // fitted as attn_s_per_kv_byte (a price kept from the base for the one-row kernel made a roofline base's decode
+        // K/V free)
+        s.active[T_TILED] = false;
+        s.x[T_TILED] = 0;
+        r.notes.push_back("attn_tiled_s_per_kv_byte: no result reads K/V on the one-row kernel; the tiled kernel's K/V are priced "
+                          "as attn_s_per_kv_byte");
+    }
     std::vector<bool> branch = branches(pts, rows, s);
     std::vector<bool> gemm_free(s.x.size(), true);   // sizes not given up as unseparable
     constexpr int k_max_rounds = 100;

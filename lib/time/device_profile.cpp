@@ -391,7 +391,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     d.attn_tiled_s_per_kv_byte = number(j, "attn_tiled_s_per_kv_byte", where, 0, {0, 1e-6, false});
     d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
     d.gemm_layer_overhead_s = number(j, "gemm_layer_overhead_s", where, 0, {0, 1, false});
-    d.n_sm = (int) number(j, "n_sm", where, 0, {0, 1e5, false}, true);
+    d.n_sm = (int) number(j, "n_sm", where, 0, {0, k_max_n_sm, false}, true);
     d.attn_s_per_kv_byte = number(j, "attn_s_per_kv_byte", where, 0, {0, 1e-6, false});   // >= 1 MB/s
     d.attn_s_per_flop = number(j, "attn_s_per_flop", where, 0, {0, 1e-6, false});         // >= 1 MFLOP/s
     if (j.contains("gemm_fraction")) d.gemm_fraction = fraction_points(j, "gemm_fraction", where);

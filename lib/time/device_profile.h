@@ -58,11 +58,11 @@ struct device_profile {
     // a matrix-vector kernel for one token and GEMMs from a few; a small model's GEMMs are far below the peak, e.g.
     // Qwen2.5-0.5B's 512-token prompts on the H200 at a seventh of the 8B's FLOP rate: docs/benchmarks.md)
     double gemm_layer_overhead_s = 0;
-    // A CUDA card's streaming multiprocessors. With them the GEMM term counts a ubatch's layer matrices in whole waves of
-    // output tiles (step_time.h: gemm_wave_factor), as a small model's GEMMs leave most of a large card idle, and the K/V
+    // A CUDA card's streaming multiprocessors. With them the GEMM term counts the layer matrices of a ubatch of more than 8
+    // tokens in whole waves of output tiles (step_time.h: gemm_wave_factor), as a small model's GEMMs leave most of a large card idle, and the K/V
     // of the ubatches CUDA's MMA flash-attention kernel takes are the tiled term's (step_time.h: cuda_fa_takes_mma). 0 =
     // neither (CPU profiles, the datasheet rooflines, files from before it).
-    int n_sm = 0;
+    int n_sm = 0;   // 0 .. k_max_n_sm
     // Attention: "roofline" (K/V bytes join the weights' bytes, attention FLOPs the dense FLOPs,
     // inside the max) or "linear": kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop,
     // added to the dense time (what kvsim calibrate fits).
@@ -133,6 +133,9 @@ const std::string & device_preset_json(const std::string & name);
 // --bandwidth-gbs / --tflops): 10 MB/s .. 1 PB/s, 1 MFLOP/s .. 1 EFLOP/s.
 inline constexpr double k_min_bandwidth_gbs = 0.01, k_max_bandwidth_gbs = 1e6;
 inline constexpr double k_min_peak_tflops = 1e-6, k_max_peak_tflops = 1e6;
+// The most streaming multiprocessors a profile may name: the largest cards have 132-148 (H100/H200 SXM, B200); far more
+// would make every GEMM a few huge, nearly empty waves (gemm_wave_factor) rather than describe a card.
+inline constexpr double k_max_n_sm = 1024;
 
 // Parse a profile; `where` names the file in errors. Throws input_error(where, 0, value, why)
 // naming the field for a missing or mistyped field, a non-positive bandwidth / peak / fraction,

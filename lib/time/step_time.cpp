@@ -46,8 +46,11 @@ bool cuda_fa_takes_mma(const model_shape & m, bool kv_quantized, uint32_t rows_p
     return !(!gqa_opt_applies && rows_per_stream == 1);
 }
 
+// ggml-cuda/mmvq.cuh, mmvf.cuh: MMVQ_MAX_BATCH_SIZE, MMVF_MAX_BATCH_SIZE: up to 8 tokens the matrix-vector kernels, no tiles
+constexpr double k_mat_vec_max_tokens = 8;
+
 double gemm_wave_factor(const model_shape & m, double n_tokens, int n_sm) {
-    if (n_sm <= 0 || n_tokens < 2 || m.n_embd == 0) return 1.0;
+    if (n_sm <= 0 || n_tokens <= k_mat_vec_max_tokens || m.n_embd == 0) return 1.0;
     // mmq takes the narrowest tile width J that gives the fewest column tiles (mmq.cuh: J_best), among the widths it
     // has kernels for (mmq-config-ampere.cuh, Q4_0)
     constexpr double rows = 128;

@@ -75,7 +75,8 @@ double ubatch_split_kv_visible(const kv_cache & c, const ubatch & ub, uint32_t n
 // rows by up to 128 tokens: a tile is a multiprocessor's work (ggml-cuda/mmq-config-ampere.cuh: I = 128, J <= 128, one
 // block per multiprocessor), and a wave left partly empty costs a full one. A small model's matrices fill a fraction of
 // a large card: Qwen2.5-0.5B's 896-row projections make 28 tiles of a 512-token ubatch for the H200's 132 SMs. >= 1;
-// 1 for n_sm 0, fewer than 2 tokens (matrix-vector kernels) or a shape without dimensions (n_embd 0).
+// 1 for n_sm 0, up to 8 tokens (the matrix-vector kernels: mmvq.cuh MMVQ_MAX_BATCH_SIZE, mmvf.cuh MMVF_MAX_BATCH_SIZE)
+// or a shape without dimensions (n_embd 0).
 double gemm_wave_factor(const model_shape & m, double n_tokens, int n_sm);
 
 // The dense and attention quantities of one ubatch (all caches), before a device turns them into time.
