@@ -115,9 +115,13 @@ TEST_CASE("replay_options::validate: the model, the batch, the device and the ke
         {[](replay_options & o) {
              o.model.n_head = 65536;
              o.model.n_head_kv = 65536;
-             o.model.head_dim = 65536;
+             o.model.head_dim = 4096;
          },
-         "n_head 65536 x head_dim 65536 = 4294967296 exceeds 16777216 elements per row", {"n_head", "head_dim"}},
+         "n_head 65536 x head_dim 4096 = 268435456 exceeds 1048576 elements per row", {"n_head", "head_dim"}},
+        {[](replay_options & o) { o.model.n_head = 100000; }, "n_head 100000 x head_dim 32 = 3200000 exceeds 1048576 elements per row",
+         {"n_head", "head_dim"}},
+        {[](replay_options & o) { o.model.head_dim = 100000; }, "head_dim 100000 exceeds 4096 (llama.cpp's kernels take up to 576)",
+         {"head_dim"}},
         {[](replay_options & o) { o.rate_scale = -1; }, "rate_scale must be a finite number > 0, got -1", {"rate_scale"}},
         {[](replay_options & o) {
              o.model.n_head = 6;

@@ -13,7 +13,12 @@ namespace kvsim {
 namespace {
 // The model shape after overrides, and the context options that depend on it.
 constexpr uint32_t k_max_layers = 512;   // LLAMA_MAX_LAYERS
-constexpr uint64_t k_max_row_width = uint64_t(1) << 24;   // 16M: 400x the widest released model's n_head x head_dim
+// 1M elements: 40x the widest released model's n_head x head_dim (128 x 192); the kernels hold a ubatch's Q, 512 rows of
+// this many floats (2 GiB): 16M let --n-head 100000 exhaust the memory (killed, hostile pass of session 27)
+constexpr uint64_t k_max_row_width = uint64_t(1) << 20;
+// llama.cpp's flash-attention kernels go up to 576 (ggml-cuda/fattn.cu, DeepSeek's MLA); --head-dim 100000 was minutes
+// of RoPE tables and kernels per ubatch
+constexpr uint32_t k_max_head_dim = 4096;
 
 void check_model(const model_shape & m, const context_params & ctx) {
     if (ctx.swa_full && !m.has_swa()) {
@@ -30,6 +35,9 @@ void check_model(const model_shape & m, const context_params & ctx) {
     // loop over layers that looked like a hang
     if (m.n_layer > k_max_layers) {
         throw option_error({"n_layer"}, fmt::format("n_layer {} exceeds llama.cpp's LLAMA_MAX_LAYERS {}", m.n_layer, k_max_layers));
+    }
+    if (m.head_dim > k_max_head_dim) {
+        throw option_error({"head_dim"}, fmt::format("head_dim {} exceeds {} (llama.cpp's kernels take up to 576)", m.head_dim, k_max_head_dim));
     }
     // K/V row widths (head_dim x n_head_kv) and the query width are uint32 products in llama.cpp and
     // here: 65536 x 65536 wrapped to 0 and gave a smaller memory for a larger model
