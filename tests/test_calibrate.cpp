@@ -626,6 +626,19 @@ TEST_CASE("calibrate: results that cannot fit a profile are refused naming them,
     }
 }
 
+TEST_CASE("calibrate: a result 1000x off what the fit of all of them gives is refused, naming it") {
+    auto pts = read_llama_bench("tests/data/llama-bench/h200-llama3.1-8b-f16.json");
+    REQUIRE(pts.size() > 10);
+    pts[10].avg_s = 1e6;   // 1e15 ns: accepted by the reader, no llama-bench run of a few tokens
+    try {
+        (void) calibrate(pts, model_preset("llama-3.1-8b"), nullptr, device_preset("h200"));
+        FAIL("an absurd result fitted");
+    } catch (const usage_error & e) {
+        CHECK(std::string(e.what()).find("h200-llama3.1-8b-f16.json entry 10 (" + pts[10].test_name() + ")") != std::string::npos);
+        CHECK(std::string(e.what()).find("not one model on one machine") != std::string::npos);
+    }
+}
+
 // Prompts alone on a CUDA card (n_sm): every K/V byte is read by the MMA kernel, none by the vector kernel, so the two
 // cannot be told apart: one price for both, fitted (a roofline base has none to keep: decode K/V came out free)
 TEST_CASE("calibrate: prompts alone on a CUDA card price the K/V of both flash-attention kernels as one") {

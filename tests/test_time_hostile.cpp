@@ -210,6 +210,7 @@ TEST_CASE("device profiles: C1 controls in a name are refused and shown escaped;
 
 // Hostile helper, 2026-12-04: one result of 1 ns among real ones was fitted and written with a held-out error of
 // 2.3e9 (a ratio), which `replay --device` then refused; and eight results of 2^20 generated tokens took 2.3 GB.
+// Since session 27 a result 1000x off the fit of all of them is refused first, naming it.
 TEST_CASE("kvsim calibrate: a profile replay would refuse is not written; the timed ubatches of a fit are bounded") {
     scratch_dir dir("hostile-fit");
     const std::string base = "tests/data/llama-bench/measured-min3-qwen2.5-0.5b-q4_0-xeon-t2.json";
@@ -218,7 +219,8 @@ TEST_CASE("kvsim calibrate: a profile replay would refuse is not written; the ti
     std::ofstream(dir / "one.json") << j.dump();
     const auto r = run_kvsim("calibrate --model qwen2.5-0.5b " + (dir / "one.json") + " -o " + (dir / "p.json"));
     CHECK(r.rc == 2);
-    CHECK(r.err.find("calibration.held_out: field max_abs_error must be a finite number in [0, 1000]") != std::string::npos);
+    CHECK(r.err.find("one.json entry 6 (pp512) took 1e-09 s") != std::string::npos);
+    CHECK(r.err.find("not one model on one machine") != std::string::npos);
     CHECK(!fs::exists(dir / "p.json"));
 
     auto g = json::parse(read_text(base));

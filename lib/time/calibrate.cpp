@@ -1028,6 +1028,16 @@ calibration_result fit_results(const fit_input & in, const device_profile & base
     for (const auto & p : points) ++threads[p.n_threads];
     d.threads = std::max_element(threads.begin(), threads.end(), [](auto a, auto b) { return a.second < b.second; })->first;
     for (size_t i = 0; i < points.size(); ++i) r.points.push_back({points[i], predicted_s(d, *in.rows.ms[i], ft[i], pts[i])});
+    // a result 1000x off its own fit is not this machine's time (a unit or a copy mistake): the fit bent every term for
+    // it (a pp4 of 1e15 ns made decode K/V reads free, hostile pass of session 27)
+    for (const auto & p : r.points) {
+        const double ratio = p.predicted_s / p.bench.avg_s;
+        if (!(ratio > 1e-3 && ratio < 1e3)) {
+            throw usage_error(fmt::format("kvsim calibrate: {} ({}) took {:.6g} s where the fit of all the results gives {:.6g} s: "
+                                          "not one model on one machine (a unit or copy mistake?)",
+                                          row_place(p.bench), p.bench.test_name(), p.bench.avg_s, p.predicted_s));
+        }
+    }
     r.in_sample = true;
     return r;
 }
