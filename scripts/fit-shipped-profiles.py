@@ -264,8 +264,9 @@ def fit_measured(kvsim, tmp, card):
         f"decode steps of several sequences) predicted by this fit: median {100 * m_med:.1f} %, max {100 * m_max:.1f} %. "
         "Each result's median sample (a test's first sample carried a one-off cost). Known misses: F16 ubatches of 2-64 "
         "tokens run 1.4x a 1-token one (cuBLAS against the matrix-vector kernel; one float speed-up cannot say it), the "
-        "small models' prompts are up to 2-3x slower than their FLOPs say (small GEMMs), and a few-token prompt over a "
-        "long context costs more attention than one read of its K/V.")
+        "small models' prompts are slower than their FLOPs in whole waves say (Qwen2.5-0.5B's 14 % at the median, up to "
+        "49 %), and a few-token prompt over a long context costs about a constant per cell and layer, which the MMA "
+        "kernel's price per K/V byte does not say (the depth split's misses).")
     return p
 
 
