@@ -266,6 +266,14 @@ TEST_CASE("read_llama_bench: llama-bench's json layout, jsonl, and bad files") {
     j = nlohmann::json::parse(read_text(k_data));
     j[1]["avg_ns"] = "fast";
     CHECK(error_of(j.dump()).find("entry 1: field avg_ns") != std::string::npos);
+    // a whole number written as a float is taken; a fraction is not (hostile pass, session 27: 1e15 as a float was
+    // refused as "not a whole number")
+    j = nlohmann::json::parse(read_text(k_data));
+    j[1]["avg_ns"] = 4240000000.0;
+    CHECK(error_of(j.dump()).empty());
+    j[1]["avg_ns"] = 4240000000.5;
+    CHECK(error_of(j.dump()).find("entry 1: field avg_ns") != std::string::npos);
+    CHECK(error_of(j.dump()).find("whole number") != std::string::npos);
 }
 
 TEST_CASE("kvsim calibrate: the CLI fits, prints residuals and writes the profile; bad input exits 2 and writes nothing") {

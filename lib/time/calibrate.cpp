@@ -43,11 +43,13 @@ const json & field(const json & o, const entry_ref & e, const char * name) {
     return o[name];
 }
 
-// A whole number in [min, max]; max keeps the casts to uint32_t / int exact (no wrap to 0).
+// A whole number in [min, max]; max keeps the casts to uint32_t / int exact (no wrap to 0). Written as a float it is
+// taken when whole (1000000000000000.0: a JSON writer's, not llama-bench's).
 double int_field(const json & o, const entry_ref & e, const char * name, double min, double max) {
     const json & v = field(o, e, name);
-    if (!v.is_number_integer() && !v.is_number_unsigned()) bad_field(e, name, json_text(v), "must be a whole number");
+    if (!v.is_number()) bad_field(e, name, json_text(v), "must be a whole number");
     const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d)) bad_field(e, name, json_text(v), "must be a whole number");
     if (d < min || d > max) bad_field(e, name, json_text(v), fmt::format("must be in [{:.0f}, {:.0f}]", min, max));
     return d;
 }
