@@ -128,7 +128,7 @@ int calibrate_cli::run(std::ostream & term) {
         j["calibration"]["held_out"] = {{"method", held.method}, {"results", held.errs.size()},
                                         {"median_abs_error", abs_error_quantile(held.errs, 0.5)},
                                         {"max_abs_error", abs_error_quantile(held.errs, 1.0)}};
-        refuse_unloadable(j, files);   // a held-out error past 1000x (a result of 1 ns among real ones) is no profile
+        refuse_unloadable(j, files);   // a held-out error past 1000x is no profile (a result 1000x off in-sample: calibrate refuses it first)
     }
     const auto & d = r.profile;
     std::string gemms;

@@ -703,11 +703,11 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
         if (!solve(pts, y, rows, s, branch)) {
             // not separable by these results: give up the least identifiable term, in this order
             // (the per-ubatch cost is collinear with the per-size GEMM terms when every size has one)
-            // (a GPU's MMA-kernel K/V price needs prompts over long contexts: before the per-ubatch cost, which one
-            // model's prompts at depth 0 fit and do not tell from it)
+            // (a CUDA card's MMA-kernel K/V price, the tiled term with n_sm, needs prompts over long contexts: it goes before
+            // the per-ubatch cost, which one model's prompts at depth 0 fit; a CPU's tiled price keeps its later place)
             const char * why = "these results cannot separate it from the other terms";
-            const term mma = base.attention_cells == "visible" ? T_SCAN : T_TILED;
-            if (!give_up_first(s, {T_SCAN, T_UNPACKED, T_GEMM_LAYER, T_LAYER, mma}, why, r.notes) && !give_up_type(s, why, r.notes) &&
+            const term cuda_tiled = base.n_sm > 0 ? T_TILED : T_SCAN;   // T_SCAN: already first in the list, no second give-up
+            if (!give_up_first(s, {T_SCAN, T_UNPACKED, T_GEMM_LAYER, T_LAYER, cuda_tiled}, why, r.notes) && !give_up_type(s, why, r.notes) &&
                 !give_up_first(s, {T_UBATCH, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS}, why, r.notes)) {
                 throw usage_error("kvsim calibrate: the results cannot separate the weight-read and GEMM terms");
             }

@@ -59,9 +59,9 @@ struct device_profile {
     // Qwen2.5-0.5B's 512-token prompts on the H200 at a seventh of the 8B's FLOP rate: docs/benchmarks.md)
     double gemm_layer_overhead_s = 0;
     // A CUDA card's streaming multiprocessors. With them the GEMM term counts the layer matrices of a ubatch of more than 8
-    // tokens in whole waves of output tiles (step_time.h: gemm_wave_factor), as a small model's GEMMs leave most of a large card idle, and the K/V
-    // of the ubatches CUDA's MMA flash-attention kernel takes are the tiled term's (step_time.h: cuda_fa_takes_mma). 0 =
-    // neither (CPU profiles, the datasheet rooflines, files from before it).
+    // tokens in whole waves of output tiles (step_time.h: gemm_wave_factor), as a small model's GEMMs leave most of a
+    // large card idle, and the K/V of the ubatches CUDA's MMA flash-attention kernel takes are the tiled term's
+    // (step_time.h: cuda_fa_takes_mma). 0 = neither (CPU profiles, the datasheet rooflines, files from before it).
     int n_sm = 0;   // 0 .. k_max_n_sm
     // Attention: "roofline" (K/V bytes join the weights' bytes, attention FLOPs the dense FLOPs,
     // inside the max) or "linear": kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop,

@@ -43,7 +43,7 @@ bool cuda_fa_takes_mma(const model_shape & m, bool kv_quantized, uint32_t rows_p
         return false;
     }
     const bool gqa_opt_applies = gqa >= 2 && n_kv % kq_stride == 0;   // a causal mask, no ALiBi (every preset)
-    return !(!gqa_opt_applies && rows_per_stream == 1);
+    return gqa_opt_applies || rows_per_stream != 1;
 }
 
 // ggml-cuda/mmvq.cuh, mmvf.cuh: MMVQ_MAX_BATCH_SIZE, MMVF_MAX_BATCH_SIZE: up to 8 tokens the matrix-vector kernels, no tiles
@@ -196,6 +196,7 @@ ubatch_work_collector::ubatch_work_collector(const context & ctx, const step_tim
     n_swa_layers_ = m.n_layer_swa();
     n_layer_ = m.n_layer;
     iswa_ = ctx.memory().caches().size() > 1;
+    kv_quantized_ = ggml_is_quantized(params_.type_k) || ggml_is_quantized(params_.type_v);
 }
 
 void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo, const ubatch & ub, uint32_t n_kv) {
@@ -204,7 +205,7 @@ void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo
     work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub),
                            tiled_ ? ubatch_tiled_cells(c, ub, n_kv) : 0,
                            split_threads_ > 1 && sinfo.n_stream() == 1 ? ubatch_split_kv_visible(c, ub, n_kv, params_, split_threads_) : -1,
-                           ggml_is_quantized(params_.type_k) || ggml_is_quantized(params_.type_v)});
+                           kv_quantized_});
     if (next) next->on_apply(c, sinfo, ub, n_kv);
 }
 

@@ -180,6 +180,7 @@ private:
     bool iswa_ = false;
     bool tiled_ = false;
     int split_threads_ = 0;   // > 1: count ubatch_split_kv_visible for this many threads
+    bool kv_quantized_ = false;   // the context's K or V type is quantized (ubatch_work::kv_quantized)
     context_params params_;
 };
 
