@@ -7,6 +7,8 @@
 
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <iterator>
 
@@ -665,6 +667,39 @@ TEST_CASE("calibrate: prompts alone on a CUDA card price the K/V of both flash-a
     // a decode step over 16384 cells costs more than one over 512
     const step_time_model tm{r.profile, model_preset("llama-3.1-8b"), &parse_weight_file_type("f16")};
     CHECK(tm.ubatch_seconds({{1, 16384, 1, 32, 4096, 1}}) > tm.ubatch_seconds({{1, 512, 1, 32, 4096, 1}}));
+}
+
+// Results at depth 0 see too few cells to price attention (the H200's depth-0 fits put both attention terms below 0):
+// left at 0, a decode step over 16384 cells would cost what one over 512 does. llama.cpp's own tg128 on the H200 (F16
+// weights and K/V, tests/data/llama-bench/README.md), e.g. the 8B: 4.86 ms per token at depth 0, 5.73 at depth 16384.
+TEST_CASE("calibrate: attention no result can price is read at the fit's own rates, not free") {
+    std::vector<llama_bench_row> fit, deep;
+    for (const char * f : {"llama3.1-8b", "llama3.2-1b", "qwen2.5-0.5b"}) {
+        for (const auto & p : read_llama_bench(fmt::format("tests/data/llama-bench/h200-{}-f16.json", f))) {
+            if (p.n_depth == 0) fit.push_back(p);
+            else if (p.n_gen > 0 && p.n_depth == 16384) deep.push_back(p);
+        }
+    }
+    REQUIRE(deep.size() == 3);
+    device_profile base = device_preset("h200-datasheet");
+    base.n_sm = 132;
+    const std::vector<model_shape> models = {model_preset("llama-3.1-8b"), model_preset("llama-3.2-1b"), model_preset("qwen2.5-0.5b")};
+    const calibration_result r = calibrate(fit, models, nullptr, base);
+    CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string & n) {
+        return n.rfind("attn_s_per_kv_byte: instead of 0, K/V read at the fitted f16 weight-read rate", 0) == 0;
+    }));
+    // held out: the fit on depth 0 predicts llama.cpp's decode at depth 16384 of each model within 10 % (with attention
+    // free the 8B's came out 11.5 % short)
+    const calibration_result held = predict_bench(deep, models, nullptr, r.profile);
+    REQUIRE(held.points.size() == 3);
+    for (const auto & p : held.points) CHECK(std::abs(p.error()) < 0.10);
+    // with results at depth in the fit, attention is fitted: no such note
+    std::vector<llama_bench_row> all = fit;
+    all.insert(all.end(), deep.begin(), deep.end());
+    const calibration_result whole = calibrate(all, models, nullptr, base);
+    CHECK(std::none_of(whole.notes.begin(), whole.notes.end(), [](const std::string & n) {
+        return n.find("instead of 0") != std::string::npos;
+    }));
 }
 
 // Several models of one card: llama.cpp's own decode steps on the H200 (tests/data/llama-bench/README.md, 2026-12-04)
