@@ -188,12 +188,14 @@ def fit_measured(kvsim, tmp, card):
     fit_models = ",".join(preset for preset, _, _ in FIT_MODELS)
     others = [(preset, [f"{DATA}/{prefix}-{infix}-{w}.json" for w in types]) for preset, infix, types in OTHER_MODELS]
     # Each result's median sample, not llama-bench's mean: the first of a test's 3 samples carried a one-off 2-10 ms
-    # for prompts of up to 1024 tokens (pp1 F16: 8.5 ms, then 4.8 and 4.8), a cost a busy server does not pay per step
+    # for prompts of up to 1024 tokens (pp1 F16: 8.5 ms, then 4.8 and 4.8), a cost a busy server does not pay per step.
+    # At depth only the first sample: llama-bench restores the depth state for its later repetitions, and the prompt
+    # after the restore cost 1.2-5.6 ms more (merge_rounds.py --depth-first-sample)
     med = {}
     for src in srcs + [f for _, files in others for f in files]:
         med[src] = os.path.join(tmp, os.path.basename(src))
         subprocess.run([sys.executable, os.path.join(ROOT, "scripts/time-validation/merge_rounds.py"), "--stat", "median",
-                        "bench", med[src], os.path.join(ROOT, src)], check=True, capture_output=True)
+                        "--depth-first-sample", "bench", med[src], os.path.join(ROOT, src)], check=True, capture_output=True)
     fit_rows, held_rows = os.path.join(tmp, name + "-d0.json"), os.path.join(tmp, name + "-deep.json")
     json_rows([med[s] for s in srcs], lambda r: r["n_depth"] == 0, fit_rows)
     json_rows([med[s] for s in srcs], lambda r: r["n_depth"] > 0, held_rows)
@@ -262,11 +264,12 @@ def fit_measured(kvsim, tmp, card):
                     f"{100 * t['median_abs_error']:.1f} / {100 * t['max_abs_error']:.1f} %" for t in transfer)
         + f"; 1-64 sequences in one cache (llama-batched-bench -kvu, prompts and "
         f"decode steps of several sequences) predicted by this fit: median {100 * m_med:.1f} %, max {100 * m_max:.1f} %. "
-        "Each result's median sample (a test's first sample carried a one-off cost). Known misses: F16 ubatches of 2-64 "
+        "Each result's median sample (a test's first sample carried a one-off cost), at depth its first (the later ones follow "
+        "llama-bench's restore of the depth state). Known misses: F16 ubatches of 2-64 "
         "tokens run 1.4x a 1-token one (cuBLAS against the matrix-vector kernel; one float speed-up cannot say it), the "
         "small models' prompts are slower than their FLOPs in whole waves say (Qwen2.5-0.5B's 14 % at the median, up to "
-        "49 %), and a few-token prompt over a long context costs about a constant per cell and layer, which the MMA "
-        "kernel's price per K/V byte does not say (the depth split's misses).")
+        "49 %), and a few-token prompt over a long context costs a step of 1.2-2.1 ms from 4096 cells on and little more at "
+        "16384, which the MMA kernel's price per K/V byte does not say (the depth split's misses).")
     return p
 
 

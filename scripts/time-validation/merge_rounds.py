@@ -3,7 +3,7 @@
 real timing, each value the minimum over the rounds (--stat median: the median), with the round-to-round spread
 beside it.
 
-  merge_rounds.py [--stat min|median] bench OUT.json ROUND1.json ROUND2.json ...   llama-bench -o json files of the same tests
+  merge_rounds.py [--stat min|median] [--depth-first-sample] bench OUT.json ROUND1.json ...   llama-bench -o json files of the same tests
   merge_rounds.py [--stat min|median] steps OUT.csv ROUND1.csv ROUND2.csv ...      tv-decode-timer outputs of the same op trace
 
 Why the minimum: on this project's 2-vCPU VMs the noise is additive and positive. A call is sometimes stalled for
@@ -14,6 +14,11 @@ the real steps take the same statistic so that calibration and validation measur
 minimum of every round's samples_ns (their avg_ns without samples), stddev_ns the spread (max - min) / 2 of the
 rounds' avg_ns, samples_ns all samples. steps: ms is the minimum (or median), ms_min / ms_max / spread
 ((max - min) / median of the rounds) are added; every round must list the same steps, n_tokens and rc.
+
+--depth-first-sample: of a test at depth (n_depth > 0), only each round's first sample counts. llama-bench computes the
+depth for its first repetition and restores it for the later ones (llama_state_seq_set_data, tools/llama-bench/
+llama-bench.cpp: the reps loop), and on a GPU the prompt after a restore costs more: the H200's pp4 @ d16384, Llama-3.2-1B
+Q4_0, 2.58 ms then 4.02 ms; the restore is no step a server's decode makes (docs/benchmarks.md).
 """
 import csv
 import json
@@ -33,6 +38,7 @@ def die(msg):
 
 
 STAT = min
+DEPTH_FIRST_SAMPLE = False
 
 
 def number(v, where):
@@ -93,7 +99,9 @@ def merge_bench(out, paths):
     merged = []
     for i, b in enumerate(first):
         v = [r[i]["avg_ns"] for r in rounds]
-        samples = [s for r in rounds for s in r[i].get("samples_ns", [])] or v
+        counted = (lambda r: r[i].get("samples_ns", [])[:1]) if DEPTH_FIRST_SAMPLE and (b.get("n_depth") or 0) > 0 else \
+            (lambda r: r[i].get("samples_ns", []))
+        samples = [s for r in rounds for s in counted(r)] or v
         m = dict(b)
         m["avg_ns"] = int(STAT(samples))
         m["stddev_ns"] = int((max(v) - min(v)) / 2)
@@ -156,15 +164,21 @@ def merge_steps(out, paths):
 
 
 def main():
-    global STAT
+    global STAT, DEPTH_FIRST_SAMPLE
     args = sys.argv[1:]
-    if len(args) >= 2 and args[0] == "--stat":
-        if args[1] not in ("min", "median"):
-            die("--stat must be min or median, got %r" % args[1])
+    while args and args[0] in ("--stat", "--depth-first-sample"):
+        if args[0] == "--depth-first-sample":
+            DEPTH_FIRST_SAMPLE = True
+            args = args[1:]
+            continue
+        if len(args) < 2 or args[1] not in ("min", "median"):
+            die("--stat must be min or median, got %r" % (args[1] if len(args) > 1 else None))
         STAT = min if args[1] == "min" else statistics.median
         args = args[2:]
     if len(args) < 3 or args[0] not in ("bench", "steps"):
-        die("usage: merge_rounds.py [--stat min|median] bench|steps OUT IN1 [IN2 ...]")
+        die("usage: merge_rounds.py [--stat min|median] [--depth-first-sample] bench|steps OUT IN1 [IN2 ...]")
+    if DEPTH_FIRST_SAMPLE and args[0] != "bench":
+        die("--depth-first-sample applies to llama-bench results (bench), not to steps")
     (merge_bench if args[0] == "bench" else merge_steps)(args[1], args[2:])
 
 
