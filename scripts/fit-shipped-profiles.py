@@ -257,7 +257,8 @@ def fit_measured(kvsim, tmp, card):
         f"pp4/pp512/tg128 at depths 4096 and 16384; {', '.join(srcs)}). A read rate per weight type and a cost per layer "
         f"beside the one per ubatch, which only models of several layer counts separate; GEMMs in whole waves of "
         f"128-row tiles on its {N_SM[name]} SMs; the K/V of CUDA's MMA flash-attention kernel priced apart from the "
-        f"vector kernel's (a prompt over a long context against a decode step). Held out (fit on depth 0, predict the depth runs): median |error| {100 * h_med:.1f} %, max "
+        f"vector kernel's (a prompt over a long context against a decode step); F16 weights of ubatches of 2 tokens or "
+        f"more read at a price of their own (mmf and cuBLAS against the one-token vector kernel). Held out (fit on depth 0, predict the depth runs): median |error| {100 * h_med:.1f} %, max "
         f"{100 * h_max:.1f} %; leave-one-out over all {loo['results']}: median {100 * loo['median_abs_error']:.1f} %, max "
         f"{100 * loo['max_abs_error']:.1f} %; models outside the fit predicted by it (median / max): "
         + "; ".join(f"{t['model']}{' several sequences' if t.get('several_sequences') else ''} "
@@ -265,10 +266,9 @@ def fit_measured(kvsim, tmp, card):
         + f"; 1-64 sequences in one cache (llama-batched-bench -kvu, prompts and "
         f"decode steps of several sequences) predicted by this fit: median {100 * m_med:.1f} %, max {100 * m_max:.1f} %. "
         "Each result's median sample (a test's first sample carried a one-off cost), at depth its first (the later ones follow "
-        "llama-bench's restore of the depth state). Known misses: F16 ubatches of 2-64 "
-        "tokens run 1.4x a 1-token one (cuBLAS against the matrix-vector kernel; one float speed-up cannot say it), the "
-        "small models' prompts are slower than their FLOPs in whole waves say (Qwen2.5-0.5B's 14 % at the median, up to "
-        "49 %), and a few-token prompt over a long context costs a step of 1.2-2.1 ms from 4096 cells on and little more at "
+        "llama-bench's restore of the depth state). Known misses: the "
+        "small models' prompts are slower than their FLOPs in whole waves say (Qwen2.5-0.5B's 13 % at the median, up to "
+        "50 %), and a few-token prompt over a long context costs a step of 1.2-2.1 ms from 4096 cells on and little more at "
         "16384, which the MMA kernel's price per K/V byte does not say (the depth split's misses).")
     return p
 

@@ -211,6 +211,31 @@ TEST_CASE("GEMM waves (n_sm): a layer's matrices in whole waves of 128-row outpu
     CHECK(t.dense_flops - output == doctest::Approx((f.dense_flops - output) * padded / exact).epsilon(1e-12));
 }
 
+// llama.cpp's CUDA build multiplies F16 weights by its vector kernel for one token only on Ampere and later (mmvf.cu:
+// ggml_cuda_should_use_mmvf, "ne11 == 1"), by mmf up to 16 tokens and cuBLAS beyond (ggml-cuda.cu: ggml_cuda_mul_mat);
+// quantized weights go through mmvq / mmq, and a CPU has none of these kernels.
+TEST_CASE("float weights of 2+ tokens on a CUDA card: the GEMM kernels' read price (float_gemm_extra_s_per_byte)") {
+    const model_shape m = model_preset("llama-3.1-8b");
+    device_profile d = device_preset("h200-datasheet");
+    d.n_sm = 132;
+    auto work = [](uint32_t n_tokens) { return std::vector<ubatch_work>{{n_tokens, 512, 1, 32, 4096, 1, 0, 0}}; };
+    const step_time_model f16{d, m, &parse_weight_file_type("f16")}, q4{d, m, &parse_weight_file_type("q4_0")};
+    CHECK_FALSE(f16.terms(work(1)).float_multi_row);
+    CHECK(f16.terms(work(2)).float_multi_row);
+    CHECK(f16.terms(work(512)).float_multi_row);
+    CHECK_FALSE(q4.terms(work(2)).float_multi_row);
+    device_profile no_sm = d;
+    no_sm.n_sm = 0;
+    CHECK_FALSE((step_time_model{no_sm, m, &parse_weight_file_type("f16")}.terms(work(2)).float_multi_row));
+    // priced on a memory-bound ubatch only, by its weight bytes; a one-token ubatch keeps the vector kernel's price
+    device_profile priced = d;
+    priced.float_gemm_extra_s_per_byte = 1e-13;
+    const step_time_model p{priced, m, &parse_weight_file_type("f16")};
+    const ubatch_terms two = f16.terms(work(2));
+    CHECK(p.seconds_of(two) - f16.seconds_of(two) == doctest::Approx(two.weight_bytes * 1e-13));
+    CHECK(p.seconds_of(f16.terms(work(1))) == f16.seconds_of(f16.terms(work(1))));
+}
+
 TEST_CASE("cuda_fa_takes_mma: llama.cpp's CUDA flash-attention kernel choice (fattn.cu: ggml_cuda_get_best_fattn_kernel, cc >= 8.9)") {
     const model_shape l8 = model_preset("llama-3.1-8b");   // head_dim 128, GQA 4
     const model_shape l2 = model_preset("llama-2-7b");     // no GQA
@@ -271,6 +296,9 @@ TEST_CASE("device profiles: shipped, round trip, bad files") {
     CHECK_FALSE(device_profile_json(d).contains("n_sm"));   // written only when set: older profiles stay byte for byte
     d.n_sm = 132;
     CHECK(parse_device_profile(device_profile_json(d), "x").n_sm == 132);
+    CHECK_FALSE(device_profile_json(d).contains("float_gemm_extra_s_per_byte"));
+    d.float_gemm_extra_s_per_byte = 1e-13;
+    CHECK(parse_device_profile(device_profile_json(d), "x").float_gemm_extra_s_per_byte == 1e-13);
     using json = nlohmann::json;
     auto refused = [](const json & j) {
         try {
@@ -289,6 +317,11 @@ TEST_CASE("device profiles: shipped, round trip, bad files") {
     for (const json & bad : {json(-1), json(13.5), json("132"), json(1025), json(1e6)}) {
         CAPTURE(bad.dump());
         CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"n_sm", bad}}).find("n_sm") != std::string::npos);
+    }
+    for (const json & bad : {json(-1e-13), json(1e-3), json("1e-13")}) {
+        CAPTURE(bad.dump());
+        CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"float_gemm_extra_s_per_byte", bad}}).find("float_gemm_extra_s_per_byte") !=
+              std::string::npos);
     }
     scratch_dir dir("devprof");
     std::ofstream(dir / "bad.json") << "{ not json";

@@ -137,6 +137,10 @@ int calibrate_cli::run(std::ostream & term) {
     }
     std::string by_type;
     for (const auto & [type, f] : d.weight_read_fraction_by_type) by_type += fmt::format("{}{} {:.1f}", by_type.empty() ? "" : ", ", type, f * d.bandwidth_gbs);
+    if (d.float_gemm_extra_s_per_byte > 0) {
+        by_type += fmt::format("{}float weights in ubatches of 2+ tokens {:.3f} ns more per KiB", by_type.empty() ? "" : "; ",
+                               d.float_gemm_extra_s_per_byte * 1e9 * 1024);
+    }
     term << fmt::format("fitted: weight reads {:.1f} GB/s ({:.3f} of {:.1f}){}; GEMMs {} (float weights {:.2f}x); {:.1f} us per ubatch + "
                         "{:.2f} us per layer (+ {:.2f} us per layer of a ubatch of 2 tokens or more); attention {:.4f} ns per K/V KiB + {:.4f} ns per MFLOP{}\n",
                         d.weight_read_fraction * d.bandwidth_gbs, d.weight_read_fraction, d.bandwidth_gbs,

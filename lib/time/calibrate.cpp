@@ -296,10 +296,11 @@ namespace {
 // per attention FLOP, then seconds per dense FLOP for each ubatch size (compute-bound ubatches).
 // Past the GEMM sizes, one column per weight type but the first (fit_state::type0): what its reads cost per byte beyond
 // the first type's (results of several models only: fit_row).
-enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_UNPACKED, T_TILED, T_LAYER, T_GEMM_LAYER, T_GEMM0 };
+enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_UNPACKED, T_TILED, T_LAYER, T_GEMM_LAYER, T_FLOAT_ROWS, T_GEMM0 };
 const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_overhead_s", "attn_s_per_kv_byte", "attn_s_per_flop",
                                             "extra_pass_s_per_byte", "attn_s_per_scanned_cell", "unpacked_s_per_param_row",
-                                            "attn_tiled_s_per_kv_byte", "layer_overhead_s", "gemm_layer_overhead_s"};
+                                            "attn_tiled_s_per_kv_byte", "layer_overhead_s", "gemm_layer_overhead_s",
+                                            "float_gemm_extra_s_per_byte"};
 
 // What a fit needs of each result beside its ubatches: its model's layers (the per-layer cost) and its weight type (an
 // index into the fit's types: a read rate per type)
@@ -321,7 +322,7 @@ std::vector<ubatch_group> group_ubatches(const std::vector<ubatch_terms> & ubatc
     for (const auto & t : ubatches) {
         auto g = std::find_if(v.begin(), v.end(), [&](const ubatch_group & g) {
             return g.u.n_tokens == t.n_tokens && g.u.weight_bytes == t.weight_bytes && g.u.dense_flops == t.dense_flops &&
-                   g.u.gemv_only == t.gemv_only;
+                   g.u.gemv_only == t.gemv_only && g.u.float_multi_row == t.float_multi_row;
         });
         if (g == v.end()) {
             v.push_back({t, 1});
@@ -426,6 +427,7 @@ bool solve(const result_groups & pts, const std::vector<double> & y, const std::
             if (branch_mem[ub++]) {
                 row[T_WEIGHTS] += n * t.weight_bytes;
                 if (rows[i].type > 0) row[s.type0 + rows[i].type - 1] += n * t.weight_bytes;
+                if (t.float_multi_row) row[T_FLOAT_ROWS] += n * t.weight_bytes;
             } else {
                 row[s.gemm_of(t.n_tokens)] += n * t.dense_flops;
             }
@@ -470,7 +472,8 @@ std::vector<bool> branches(const result_groups & pts, const std::vector<fit_row>
 // attention terms, are taken from the base profile, each named in notes, until the results cover the
 // rest. False when even the weight-read and GEMM terms outnumber the results.
 bool keep_from_base(fit_state & s, const device_profile & base, size_t n_results, std::vector<std::string> & notes) {
-    const std::pair<size_t, double> order[] = {{T_GEMM_LAYER, base.gemm_layer_overhead_s},
+    const std::pair<size_t, double> order[] = {{T_FLOAT_ROWS, base.float_gemm_extra_s_per_byte},
+                                               {T_GEMM_LAYER, base.gemm_layer_overhead_s},
                                                {T_LAYER, base.layer_overhead_s},
                                                {T_SCAN, base.attn_s_per_scanned_cell},
                                                {T_UNPACKED, base.unpacked_s_per_param_row},
@@ -530,6 +533,13 @@ bool any_ubatch(const result_groups & pts, double ubatch_terms::*term) {
     for (const auto & p : pts)
         for (const auto & g : p)
             if (g.u.*term > 0) return true;
+    return false;
+}
+
+bool any_float_multi_row(const result_groups & pts) {
+    for (const auto & p : pts)
+        for (const auto & g : p)
+            if (g.u.float_multi_row) return true;
     return false;
 }
 
@@ -662,6 +672,9 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     // a model with unpacked layers
     s.x[T_UNPACKED] = base.unpacked_s_per_param_row;
     if (!any_ubatch(pts, &ubatch_terms::unpacked_row_params)) s.active[T_UNPACKED] = false;
+    // float weights read by a CUDA card's GEMM kernels (2+ tokens): free when some result has such ubatches
+    s.x[T_FLOAT_ROWS] = base.float_gemm_extra_s_per_byte;
+    if (!any_float_multi_row(pts)) s.active[T_FLOAT_ROWS] = false;
     // the tiled flash-attention path's cells (visible only)
     s.x[T_TILED] = base.attn_tiled_s_per_kv_byte;
     if (!tiled_kv) s.active[T_TILED] = false;
@@ -703,9 +716,11 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
                 const bool mem = branch[ub++];
                 has[mem ? (size_t) T_WEIGHTS : s.gemm_of(g.u.n_tokens)] = true;
                 if (mem && rows[i].type > 0) has[s.type0 + rows[i].type - 1] = true;
+                if (mem && g.u.float_multi_row) has[T_FLOAT_ROWS] = true;
             }
         }
         if (!has[T_WEIGHTS]) s.active[T_WEIGHTS] = false;
+        if (!has[T_FLOAT_ROWS]) s.active[T_FLOAT_ROWS] = false;   // float prompts all compute-bound (pp512 and up): no column
         for (size_t k = T_GEMM0; k < s.type0; ++k) s.active[k] = has[k] && gemm_free[k];
         for (size_t k = s.type0; k < s.x.size(); ++k) {   // a type without memory-bound ubatches reads at the first one's rate
             if (!has[k]) s.active[k] = false, s.x[k] = 0;
@@ -728,7 +743,7 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
             // the per-ubatch cost, which one model's prompts at depth 0 fit; a CPU's tiled price keeps its later place)
             const char * why = "these results cannot separate it from the other terms";
             const term cuda_tiled = base.n_sm > 0 ? T_TILED : T_SCAN;   // T_SCAN: already first in the list, no second give-up
-            if (!give_up_first(s, {T_SCAN, T_UNPACKED, T_GEMM_LAYER, T_LAYER, cuda_tiled}, why, r.notes) && !give_up_type(s, why, r.notes) &&
+            if (!give_up_first(s, {T_SCAN, T_UNPACKED, T_FLOAT_ROWS, T_GEMM_LAYER, T_LAYER, cuda_tiled}, why, r.notes) && !give_up_type(s, why, r.notes) &&
                 !give_up_first(s, {T_UBATCH, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS}, why, r.notes)) {
                 throw usage_error("kvsim calibrate: the results cannot separate the weight-read and GEMM terms");
             }
@@ -756,7 +771,7 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
                 // the per-ubatch cost and the weight reads are both a constant per memory-bound ubatch: noise in
                 // results of many small ubatches traded one for the other (measured: llama.cpp -t 2, 35.8 ms per
                 // ubatch and weight reads below 0); the per-ubatch cost goes first, then the unseparable order
-                if (!give_up_first(s, {T_UBATCH, T_GEMM_LAYER, T_LAYER, T_SCAN, T_UNPACKED, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS},
+                if (!give_up_first(s, {T_UBATCH, T_GEMM_LAYER, T_LAYER, T_SCAN, T_UNPACKED, T_FLOAT_ROWS, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS},
                                    "fitted against the weight reads, which came out below 0", r.notes)) {
                     throw weight_term_negative("kvsim calibrate: the weight-read term came out negative; the results do not look like "
                                                "one model on one machine");
@@ -816,6 +831,7 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     d.attn_s_per_scanned_cell = s.x[T_SCAN];
     d.unpacked_s_per_param_row = s.x[T_UNPACKED];
     d.attn_tiled_s_per_kv_byte = s.x[T_TILED];
+    d.float_gemm_extra_s_per_byte = s.x[T_FLOAT_ROWS];
     price_unfitted_attention(s, float_speedup, peak, d, r.notes);
     for (size_t i = 0; i < pts.size(); ++i) {
         const step_time_model fitted{d, *c.ms[i], c.ft[i]};   // the float speed-up goes in the FLOPs (d's is 1)

@@ -62,7 +62,7 @@ const std::vector<std::pair<std::string, std::string>> & calibrated_presets() {
 }
 
 const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction", "weight_read_fraction_by_type",
-                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "unpacked_s_per_param_row", "attn_s_per_scanned_cell", "attn_tiled_s_per_kv_byte", "ubatch_overhead_s", "layer_overhead_s", "gemm_layer_overhead_s", "n_sm", "attn_s_per_kv_byte",
+                                        "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "unpacked_s_per_param_row", "attn_s_per_scanned_cell", "attn_tiled_s_per_kv_byte", "ubatch_overhead_s", "layer_overhead_s", "gemm_layer_overhead_s", "n_sm", "float_gemm_extra_s_per_byte", "attn_s_per_kv_byte",
                                         "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
 
 // Bounds a profile number must lie in: far beyond any device, yet a typo or a hostile file
@@ -392,6 +392,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
     d.gemm_layer_overhead_s = number(j, "gemm_layer_overhead_s", where, 0, {0, 1, false});
     d.n_sm = (int) number(j, "n_sm", where, 0, {0, k_max_n_sm, false}, true);
+    d.float_gemm_extra_s_per_byte = number(j, "float_gemm_extra_s_per_byte", where, 0, {0, 1e-6, false});
     d.attn_s_per_kv_byte = number(j, "attn_s_per_kv_byte", where, 0, {0, 1e-6, false});   // >= 1 MB/s
     d.attn_s_per_flop = number(j, "attn_s_per_flop", where, 0, {0, 1e-6, false});         // >= 1 MFLOP/s
     if (j.contains("gemm_fraction")) d.gemm_fraction = fraction_points(j, "gemm_fraction", where);
@@ -440,6 +441,7 @@ nlohmann::json device_profile_json(const device_profile & d) {
     if (!d.weight_read_fraction_by_type.empty()) j["weight_read_fraction_by_type"] = d.weight_read_fraction_by_type;
     if (d.gemm_layer_overhead_s > 0) j["gemm_layer_overhead_s"] = d.gemm_layer_overhead_s;
     if (d.n_sm > 0) j["n_sm"] = d.n_sm;
+    if (d.float_gemm_extra_s_per_byte > 0) j["float_gemm_extra_s_per_byte"] = d.float_gemm_extra_s_per_byte;
 
     return j;
 }

@@ -63,6 +63,12 @@ struct device_profile {
     // large card idle, and the K/V of the ubatches CUDA's MMA flash-attention kernel takes are the tiled term's
     // (step_time.h: cuda_fa_takes_mma). 0 = neither (CPU profiles, the datasheet rooflines, files from before it).
     int n_sm = 0;   // 0 .. k_max_n_sm
+    // Extra seconds per byte of float weights (f32/f16/bf16) that a CUDA ubatch of 2 or more tokens reads: llama.cpp
+    // takes its vector kernel for one token only and, from 2 tokens, mmf (up to 16) and cuBLAS (ggml-cuda.cu:
+    // ggml_cuda_mul_mat; mmvf.cu: ggml_cuda_should_use_mmvf, "ne11 == 1" on Ampere and later), which read F16 weights
+    // slower: the H200's Llama-3.1-8B F16 pp1 4.8 ms, pp2-pp64 6.8-7.8 ms (docs/benchmarks.md). Added to the weight type's
+    // read price for such ubatches when memory-bound (step_time.h: ubatch_terms::float_multi_row); 0 = the same price.
+    double float_gemm_extra_s_per_byte = 0;
     // Attention: "roofline" (K/V bytes join the weights' bytes, attention FLOPs the dense FLOPs,
     // inside the max) or "linear": kv_bytes * attn_s_per_kv_byte + attn_flops * attn_s_per_flop,
     // added to the dense time (what kvsim calibrate fits).

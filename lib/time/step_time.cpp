@@ -80,6 +80,7 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
                     2.0 * wb.output_params * n_out;
     // weights ggml-cpu repacks none of (q8_0 on x86: ggml_repack_get_optimal_repack_type has no x86 case for it) go
     // through one kernel at every ubatch size, as on a GPU: no passes, no split between packed and unpacked matrices
+    t.float_multi_row = device.n_sm > 0 && first.n_tokens >= 2 && is_float_weight_type(weights);
     if (!is_float_weight_type(weights) && device.repack_rows > 0 && wb.packed_bytes > 0) {
         // only the repacked matrices take extra one-row passes; fewer tokens than a gemm takes: those passes alone
         t.extra_pass_bytes = wb.packed_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
@@ -148,7 +149,8 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
         flops += t.attn_flops + t.tiled_attn_flops;
     }
     // per ubatch: the type's name as it is, no string built (weights_name() makes one)
-    const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.read_fraction(weights ? weights->name : "f16"));
+    const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.read_fraction(weights ? weights->name : "f16")) +
+                       (t.float_multi_row ? t.weight_bytes * device.float_gemm_extra_s_per_byte : 0.0);
     const double gemm = device.gemm_fraction_at(t.n_tokens) * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
     const double compute = flops / (device.peak_tflops * 1e12 * gemm);
     // a profile with a read rate per weight type prices one-token ubatches (the matrix-vector kernels) by their reads alone

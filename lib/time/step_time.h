@@ -92,6 +92,9 @@ struct ubatch_terms {
     // weight_bytes * repack_extra_passes(n_tokens); 0 otherwise
     double extra_pass_bytes = 0;
     bool gemv_only = false;    // repacked weights and fewer tokens than a gemm takes: one-row passes, memory-bound
+    // float weights on a CUDA card (device n_sm > 0) and 2 or more tokens: read by mmf / cuBLAS, not the vector kernel
+    // (device_profile::float_gemm_extra_s_per_byte)
+    bool float_multi_row = false;
     // Cells the attention walks testing the mask (device attn_s_per_scanned_cell > 0 or a fit: ggml's CPU flash attention
     // for fewer than 64 query rows visits every cell up to n_kv of its stream per row and head, computing only the
     // unmasked ones; from 64 rows its tiled path converts every KV tile's mask values before it skips a tile whose values
