@@ -78,7 +78,9 @@ def read_bench(p):
         for k in ("n_prompt", "n_gen", "avg_ns"):
             if k not in b:
                 die("%s: entry %d has no %s" % (p, i, k))
-        for k in ("n_prompt", "n_gen"):
+        for k in ("n_prompt", "n_gen", "n_depth"):
+            if k not in b:   # n_depth: llama-bench builds before -d wrote none
+                continue
             if isinstance(b[k], bool) or not isinstance(b[k], int) or b[k] < 0:
                 die("%s: entry %d: %s %r is not a whole number >= 0" % (p, i, k, b[k]))
         number(b["avg_ns"], "%s: entry %d: avg_ns" % (p, i))
