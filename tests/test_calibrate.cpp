@@ -686,7 +686,7 @@ TEST_CASE("calibrate: attention no result can price is read at the fit's own rat
     const std::vector<model_shape> models = {model_preset("llama-3.1-8b"), model_preset("llama-3.2-1b"), model_preset("qwen2.5-0.5b")};
     const calibration_result r = calibrate(fit, models, nullptr, base);
     CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string & n) {
-        return n.rfind("attn_s_per_kv_byte: instead of 0, K/V read at the fitted f16 weight-read rate", 0) == 0;
+        return n.rfind("attn_s_per_kv_byte: instead of 0, K/V read at the profile's f16 weight-read rate", 0) == 0;
     }));
     // held out: the fit on depth 0 predicts llama.cpp's decode at depth 16384 of each model within 10 % (with attention
     // free the 8B's came out 11.5 % short)

@@ -320,9 +320,12 @@ TEST_CASE("device profiles: shipped, round trip, bad files") {
     }
     for (const json & bad : {json(-1e-13), json(1e-3), json("1e-13")}) {
         CAPTURE(bad.dump());
-        CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"float_gemm_extra_s_per_byte", bad}}).find("float_gemm_extra_s_per_byte") !=
-              std::string::npos);
+        CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"n_sm", 132}, {"float_gemm_extra_s_per_byte", bad}})
+                  .find("float_gemm_extra_s_per_byte") != std::string::npos);
     }
+    // CUDA's GEMM kernels' price on a profile without SMs would price nothing: refused, not ignored
+    CHECK(refused({{"bandwidth_gbs", 1}, {"peak_tflops", 1}, {"float_gemm_extra_s_per_byte", 1e-13}}).find("needs n_sm > 0") !=
+          std::string::npos);
     scratch_dir dir("devprof");
     std::ofstream(dir / "bad.json") << "{ not json";
     CHECK_THROWS_AS(load_device_profile(dir / "bad.json"), input_error);

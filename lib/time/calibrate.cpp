@@ -613,25 +613,27 @@ void set_read_fractions(const fit_state & s, const device_profile & base, double
                                 "fitted here ({:.3f}x the base's)", s.types.front(), scale));
 }
 
-// Attention prices the results could not fit (no K/V read, or one fitted below 0 or not separable: results at depth 0
-// see too few cells), fixed at 0 by the fit, would make every long context free. Priced instead as the fitted profile's
-// own rates say the hardware moves bytes and FLOPs: K/V read at its f16 weight-read rate (a decode step's attention
-// streams the cache as its matrix-vector kernels stream weights) and, charged per cell up to n_kv, attention FLOPs at
-// its float GEMM rate of the largest ubatch (flash attention's tiles run on the same units as cuBLAS's). Measured on the
-// H200 (fit on depth 0, predicting depth 4096-16384): median |error| 23.6 -> 13.8 % (docs/benchmarks.md).
+// A K/V price the results could not fit (no K/V read, or one fitted below 0 or not separable: results at depth 0 see
+// too few cells), fixed at 0 by the fit, would make every long context free. Priced instead as the profile's own rates
+// say the hardware moves bytes and FLOPs: K/V read at its f16 weight-read rate (a decode step's attention streams the
+// cache as its matrix-vector kernels stream weights) and, charged per cell up to n_kv and not fitted either, attention
+// FLOPs at its float GEMM rate of the largest ubatch (flash attention's tiles run on the same units as cuBLAS's). A
+// fitted K/V price is left alone with its FLOPs: on these results it carries what the attention costs, and a FLOP price
+// on top would count it twice. On the H200 (fit on depth 0, predicting decode at depth 4096-16384): 16.7 -> 8.3 %
+// (docs/benchmarks.md).
 void price_unfitted_attention(const fit_state & s, double float_speedup, double peak, device_profile & d,
                               std::vector<std::string> & notes) {
     const auto unfitted = [&](term t) { return !s.active[t] && !s.from_base[t] && s.x[t] == 0; };
     if (d.attention != "linear" || !unfitted(T_KV)) return;
     const double read_gbs = d.bandwidth_gbs * d.read_fraction("f16");
     d.attn_s_per_kv_byte = 1.0 / (read_gbs * 1e9);
-    notes.push_back(fmt::format("attn_s_per_kv_byte: instead of 0, K/V read at the fitted f16 weight-read rate ({:.1f} GB/s): these "
+    notes.push_back(fmt::format("attn_s_per_kv_byte: instead of 0, K/V read at the profile's f16 weight-read rate ({:.4g} GB/s): these "
                                 "results cannot price attention", read_gbs));
     if (d.attention_cells != "n_kv" || !unfitted(T_ATTN_FLOPS) || d.gemm_fraction.empty()) return;
     const double flops = peak * d.gemm_fraction.back().second * float_speedup;
     d.attn_s_per_flop = 1.0 / flops;
-    notes.push_back(fmt::format("attn_s_per_flop: instead of 0, attention FLOPs at the fitted float GEMM rate of {:g}-token ubatches "
-                                "({:.1f} TFLOP/s)", d.gemm_fraction.back().first, flops / 1e12));
+    notes.push_back(fmt::format("attn_s_per_flop: instead of 0, attention FLOPs at the profile's float GEMM rate of {:g}-token ubatches "
+                                "({:.3g} TFLOP/s)", d.gemm_fraction.back().first, flops / 1e12));
 }
 
 // The fit of every term given the float speed-up: `pts` the results' ubatch groups with float-weight FLOPs already
@@ -720,7 +722,10 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
             }
         }
         if (!has[T_WEIGHTS]) s.active[T_WEIGHTS] = false;
-        if (!has[T_FLOAT_ROWS]) s.active[T_FLOAT_ROWS] = false;   // float prompts all compute-bound (pp512 and up): no column
+        if (!has[T_FLOAT_ROWS] && s.active[T_FLOAT_ROWS]) {   // float prompts all compute-bound (pp512 and up): no column
+            s.active[T_FLOAT_ROWS] = false;
+            s.x[T_FLOAT_ROWS] = base.float_gemm_extra_s_per_byte;
+        }
         for (size_t k = T_GEMM0; k < s.type0; ++k) s.active[k] = has[k] && gemm_free[k];
         for (size_t k = s.type0; k < s.x.size(); ++k) {   // a type without memory-bound ubatches reads at the first one's rate
             if (!has[k]) s.active[k] = false, s.x[k] = 0;
@@ -832,6 +837,10 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     d.unpacked_s_per_param_row = s.x[T_UNPACKED];
     d.attn_tiled_s_per_kv_byte = s.x[T_TILED];
     d.float_gemm_extra_s_per_byte = s.x[T_FLOAT_ROWS];
+    if (!s.active[T_FLOAT_ROWS] && !s.from_base[T_FLOAT_ROWS] && d.float_gemm_extra_s_per_byte > 0) {
+        r.notes.push_back(fmt::format("float_gemm_extra_s_per_byte: kept from the base profile ({:g}): no result reads float weights "
+                                      "memory-bound in a ubatch of 2 tokens or more", d.float_gemm_extra_s_per_byte));
+    }
     price_unfitted_attention(s, float_speedup, peak, d, r.notes);
     for (size_t i = 0; i < pts.size(); ++i) {
         const step_time_model fitted{d, *c.ms[i], c.ft[i]};   // the float speed-up goes in the FLOPs (d's is 1)

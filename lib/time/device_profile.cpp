@@ -393,6 +393,10 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     d.gemm_layer_overhead_s = number(j, "gemm_layer_overhead_s", where, 0, {0, 1, false});
     d.n_sm = (int) number(j, "n_sm", where, 0, {0, k_max_n_sm, false}, true);
     d.float_gemm_extra_s_per_byte = number(j, "float_gemm_extra_s_per_byte", where, 0, {0, 1e-6, false});
+    if (d.float_gemm_extra_s_per_byte > 0 && d.n_sm == 0) {   // the price of CUDA's GEMM kernels: with no SMs it would apply to nothing
+        throw input_error(where, 0, json_text(j["float_gemm_extra_s_per_byte"]),
+                          "field float_gemm_extra_s_per_byte prices a CUDA card's float GEMM kernels: it needs n_sm > 0");
+    }
     d.attn_s_per_kv_byte = number(j, "attn_s_per_kv_byte", where, 0, {0, 1e-6, false});   // >= 1 MB/s
     d.attn_s_per_flop = number(j, "attn_s_per_flop", where, 0, {0, 1e-6, false});         // >= 1 MFLOP/s
     if (j.contains("gemm_fraction")) d.gemm_fraction = fraction_points(j, "gemm_fraction", where);

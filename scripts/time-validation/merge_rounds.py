@@ -42,8 +42,9 @@ DEPTH_FIRST_SAMPLE = False
 
 
 def number(v, where):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        die("%s: %r is not a finite time > 0" % (where, v))
+    # whole nanoseconds are written (int): a time below 1 ns would come out 0, which kvsim calibrate refuses
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 1:
+        die("%s: %r is not a finite time >= 1 ns" % (where, v))
     return v
 
 
@@ -57,6 +58,9 @@ def write_atomic(out, write):
         fd, tmp = tempfile.mkstemp(prefix=os.path.basename(out) + ".", suffix=".tmp", dir=os.path.dirname(out) or ".")
         with os.fdopen(fd, "w", newline="") as f:
             write(f)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp's 0600 would outlive the rename
         os.replace(tmp, out)
     except OSError as e:
         if tmp:
@@ -83,12 +87,20 @@ def read_bench(p):
                 continue
             if isinstance(b[k], bool) or not isinstance(b[k], int) or b[k] < 0:
                 die("%s: entry %d: %s %r is not a whole number >= 0" % (p, i, k, b[k]))
+        if b["n_prompt"] + b["n_gen"] == 0:
+            die("%s: entry %d: n_prompt and n_gen are both 0: no test" % (p, i))
         number(b["avg_ns"], "%s: entry %d: avg_ns" % (p, i))
         s = b.get("samples_ns", [])
         if not isinstance(s, list):
             die("%s: entry %d: samples_ns is not a list" % (p, i))
         for x in s:
             number(x, "%s: entry %d: samples_ns" % (p, i))
+        ts = b.get("samples_ts", [])
+        if not isinstance(ts, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ts):
+            die("%s: entry %d: samples_ts is not a list of numbers" % (p, i))
+        if DEPTH_FIRST_SAMPLE and (b.get("n_depth") or 0) > 0 and not s:
+            die("%s: entry %d: a test at depth %d without samples_ns: --depth-first-sample cannot tell its first sample"
+                % (p, i, b["n_depth"]))
     return r
 
 
@@ -168,7 +180,12 @@ def merge_steps(out, paths):
 def main():
     global STAT, DEPTH_FIRST_SAMPLE
     args = sys.argv[1:]
+    usage = "usage: merge_rounds.py [--stat min|median] [--depth-first-sample] bench|steps OUT IN1 [IN2 ...]"
+    seen = set()
     while args and args[0] in ("--stat", "--depth-first-sample"):
+        if args[0] in seen:
+            die("%s given twice; %s" % (args[0], usage))
+        seen.add(args[0])
         if args[0] == "--depth-first-sample":
             DEPTH_FIRST_SAMPLE = True
             args = args[1:]
@@ -178,7 +195,10 @@ def main():
         STAT = min if args[1] == "min" else statistics.median
         args = args[2:]
     if len(args) < 3 or args[0] not in ("bench", "steps"):
-        die("usage: merge_rounds.py [--stat min|median] [--depth-first-sample] bench|steps OUT IN1 [IN2 ...]")
+        die(usage)
+    flags = [a for a in args[1:] if a.startswith("--")]
+    if flags:   # an option after the mode would be taken as a file name (OUT written as "./--stat")
+        die("%s: options go before bench|steps; %s" % (flags[0], usage))
     if DEPTH_FIRST_SAMPLE and args[0] != "bench":
         die("--depth-first-sample applies to llama-bench results (bench), not to steps")
     (merge_bench if args[0] == "bench" else merge_steps)(args[1], args[2:])
