@@ -529,17 +529,12 @@ struct term_fit {
     double sq_error = 0;   // sum of squared relative errors over the results
 };
 
-bool any_ubatch(const result_groups & pts, double ubatch_terms::*term) {
+// Whether some ubatch has the term (a count above 0, or a flag set).
+template <class T>
+bool any_ubatch(const result_groups & pts, T ubatch_terms::*term) {
     for (const auto & p : pts)
         for (const auto & g : p)
             if (g.u.*term > 0) return true;
-    return false;
-}
-
-bool any_float_multi_row(const result_groups & pts) {
-    for (const auto & p : pts)
-        for (const auto & g : p)
-            if (g.u.float_multi_row) return true;
     return false;
 }
 
@@ -676,7 +671,7 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     if (!any_ubatch(pts, &ubatch_terms::unpacked_row_params)) s.active[T_UNPACKED] = false;
     // float weights read by a CUDA card's GEMM kernels (2+ tokens): free when some result has such ubatches
     s.x[T_FLOAT_ROWS] = base.float_gemm_extra_s_per_byte;
-    if (!any_float_multi_row(pts)) s.active[T_FLOAT_ROWS] = false;
+    if (!any_ubatch(pts, &ubatch_terms::float_multi_row)) s.active[T_FLOAT_ROWS] = false;
     // the tiled flash-attention path's cells (visible only)
     s.x[T_TILED] = base.attn_tiled_s_per_kv_byte;
     if (!tiled_kv) s.active[T_TILED] = false;

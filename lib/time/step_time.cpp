@@ -78,9 +78,9 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
     t.weight_bytes = wb.read_per_ubatch();
     t.dense_flops = 2.0 * wb.dense_params * first.n_tokens * gemm_wave_factor(model, first.n_tokens, device.n_sm) +
                     2.0 * wb.output_params * n_out;
+    t.float_multi_row = device.n_sm > 0 && first.n_tokens >= 2 && is_float_weight_type(weights);
     // weights ggml-cpu repacks none of (q8_0 on x86: ggml_repack_get_optimal_repack_type has no x86 case for it) go
     // through one kernel at every ubatch size, as on a GPU: no passes, no split between packed and unpacked matrices
-    t.float_multi_row = device.n_sm > 0 && first.n_tokens >= 2 && is_float_weight_type(weights);
     if (!is_float_weight_type(weights) && device.repack_rows > 0 && wb.packed_bytes > 0) {
         // only the repacked matrices take extra one-row passes; fewer tokens than a gemm takes: those passes alone
         t.extra_pass_bytes = wb.packed_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
