@@ -269,7 +269,8 @@ def fit_measured(kvsim, tmp, card):
         "llama-bench's restore of the depth state). Known misses: the "
         "small models' prompts are slower than their FLOPs in whole waves say (Qwen2.5-0.5B's 13 % at the median, up to "
         "50 %), and a few-token prompt over a long context costs a step of 1.2-2.1 ms from 4096 cells on and little more at "
-        "16384, which the MMA kernel's price per K/V byte does not say (the depth split's misses).")
+        "16384: llama-bench's depth runs launch each node directly, without a CUDA graph (ggml-cuda.cu: "
+        "ggml_backend_cuda_graph_compute's warm-up), which kvsim does not model (the depth split's misses).")
     return p
 
 
