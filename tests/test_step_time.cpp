@@ -218,7 +218,7 @@ TEST_CASE("float weights of 2+ tokens on a CUDA card: the GEMM kernels' read pri
     const model_shape m = model_preset("llama-3.1-8b");
     device_profile d = device_preset("h200-datasheet");
     d.n_sm = 132;
-    auto work = [](uint32_t n_tokens) { return std::vector<ubatch_work>{{n_tokens, 512, 1, 32, 4096, 1, 0, 0}}; };
+    auto work = [](uint32_t n_tokens) { return std::vector<ubatch_work>{{n_tokens, 512, 1, 32, 4096, 1, 0, -1}}; };
     const step_time_model f16{d, m, &parse_weight_file_type("f16")}, q4{d, m, &parse_weight_file_type("q4_0")};
     CHECK_FALSE(f16.terms(work(1)).float_multi_row);
     CHECK(f16.terms(work(2)).float_multi_row);
@@ -514,7 +514,7 @@ TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output
     const step_time_model tm{d, qwen, &parse_weight_file_type("q4_0")};
     const weight_bytes wb = model_weight_bytes(qwen, parse_weight_file_type("q4_0"));
     auto work = [](uint32_t n_tokens, uint32_t n_outputs, double visible) {
-        return std::vector<ubatch_work>{{n_tokens, 1024, 1, 24, 512, n_outputs, visible, n_tokens >= 64 ? 2 * visible : 0}};
+        return std::vector<ubatch_work>{{n_tokens, 1024, 1, 24, 512, n_outputs, visible, n_tokens >= 64 ? 2 * visible : -1}};
     };
     const ubatch_terms one = tm.terms(work(1, 1, 100)), two = tm.terms(work(2, 2, 200)), four = tm.terms(work(4, 4, 400));
     // Q4_0's layers are all repacked (q4_0, rows divisible by 8); its tied output (q8_0) is not
@@ -553,7 +553,7 @@ TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output
     // a GPU profile (no repacking) has no such term
     const step_time_model gpu{device_preset("h100-datasheet"), qwen, &parse_weight_file_type("q4_0")};
     CHECK(gpu.terms(work(2, 2, 200)).unpacked_row_params == 0);
-    // 64 tokens and more: the visible cells are the tiled path's; fewer: the one-row path's
+    // the tiled path's cells (ubatch_tiled_cells >= 0) instead of the visible ones; the one-row path's (-1): the visible
     const ubatch_terms tiled = tm.terms(work(64, 1, 6400)), rows = tm.terms(work(63, 1, 6300));
     CHECK(tiled.kv_bytes == 0);
     CHECK(tiled.tiled_kv_bytes == 12800.0 * 512 * 24);   // the tiles' cells, not the visible ones
@@ -577,23 +577,23 @@ TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output
 }
 
 TEST_CASE("ubatch_tiled_cells: the 64 x 64 tiles ggml's tiled CPU flash attention computes") {
-    // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_tiled: Q tiles of 64 consecutive tokens, K/V tiles of 64 cells
-    // up to n_kv (256 here: the padding of an empty 512-cell cache), a K/V tile skipped when every cell of it is masked
-    // for every row of the Q tile
+    // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_tiled: Q tiles of up to 64 consecutive tokens of one head, K/V
+    // tiles of 64 cells up to n_kv (256 here: the padding of an empty 512-cell cache), a K/V tile skipped when every
+    // cell of it is masked for every row of the Q tile; tiny-llama has 4 heads. The cpu preset's threads (0): one chunk.
     context ctx(model_preset("tiny-llama"), two_seq_unified());
     device_profile vis = device_preset("cpu");
     vis.attention_cells = "visible";
     const step_time_model visible_model{vis, model_preset("tiny-llama"), nullptr};
-    ubatch_work_collector col(ctx, visible_model);
-    auto decode = [&](std::initializer_list<std::tuple<llama_seq_id, llama_pos, int>> runs) {
+    auto decode_in = [](context & c, const step_time_model & tm, std::initializer_list<std::tuple<llama_seq_id, llama_pos, int>> runs) {
+        ubatch_work_collector col(c, tm);
         llama_batch_in b;
         for (const auto & [s, p0, n] : runs)
             for (int i = 0; i < n; ++i) b.add(p0 + i, {s});
-        col.work.clear();
-        REQUIRE(ctx.decode(b, &col) == DECODE_OK);
+        REQUIRE(c.decode(b, &col) == DECODE_OK);
         REQUIRE(col.work.size() == 1);
         return col.work[0][0];
     };
+    auto decode = [&](std::initializer_list<std::tuple<llama_seq_id, llama_pos, int>> runs) { return decode_in(ctx, visible_model, runs); };
     // one sequence, 128 tokens from 0: Q tile 0 (pos 0-63) computes K/V tile 0, Q tile 1 tiles 0 and 1; visible is the
     // causal triangle, 128 * 129 / 2
     ubatch_work w = decode({{0, 0, 128}});
@@ -601,7 +601,7 @@ TEST_CASE("ubatch_tiled_cells: the 64 x 64 tiles ggml's tiled CPU flash attentio
     CHECK(w.visible == 8256);
     // 63 tokens: the one-row path, no tiles
     ctx.memory().clear();
-    CHECK(decode({{0, 0, 63}}).tiled_cells == 0);
+    CHECK(decode({{0, 0, 63}}).tiled_cells == -1);
     // two sequences of 32 tokens in one Q tile, their cells in K/V tile 0: one tile
     ctx.memory().clear();
     CHECK(decode({{0, 0, 32}, {1, 0, 32}}).tiled_cells == 64 * 64);
@@ -610,6 +610,41 @@ TEST_CASE("ubatch_tiled_cells: the 64 x 64 tiles ggml's tiled CPU flash attentio
     w = decode({{0, 32, 64}, {1, 32, 64}});
     CHECK(w.n_kv == 256);
     CHECK(w.tiled_cells == 64 * 128 + 64 * 128);
+    // 100 tokens: the second Q tile holds 36 rows (64-99) and costs a full one (Q zero-padded to 64 rows, the padded
+    // rows' scores unmasked): K/V tiles 0 and 1, 64 x 128, not 36 x 128
+    ctx.memory().clear();
+    CHECK(decode({{0, 0, 100}}).tiled_cells == 64 * 64 + 64 * 128);
+
+    // three threads: ggml_compute_forward_flash_attn_ext_f16 cuts the 4 heads x 128 tokens = 512 rows into 4 chunks a
+    // thread, chunk_size ceil(512 / 12) = 43, nchunk ceil(512 / 43) = 12, dr ceil(512 / 12) = 43 rows: [0, 43), [43, 86),
+    // ... [473, 512). Its Q tiles end at a chunk's end and at a head's (128 rows): head 0 tokens 0-42 (K/V tile 0),
+    // 43-85 (tiles 0 and 1), 86-127 (0, 1); head 1 token 0 (0), 1-43 (0), 44-86 (0, 1), 87-127 (0, 1); head 2 tokens 0-1
+    // (0), 2-44 (0), 45-87 (0, 1), 88-127 (0, 1); head 3 tokens 0-2 (0), 3-45 (0), 46-88 (0, 1), 89-127 (0, 1): 23
+    // tiles of 64 x 64 over 4 heads, where one thread computes 12
+    device_profile three = vis;
+    three.threads = 3;
+    const step_time_model three_model{three, model_preset("tiny-llama"), nullptr};
+    ctx.memory().clear();
+    CHECK(decode_in(ctx, three_model, {{0, 0, 128}}).tiled_cells == 23.0 * 64 * 64 / 4);
+
+    // ggml takes the tiled path for f16 or f32 K and V of one type only (use_tiled: kv_is_f32_or_f16, k->type ==
+    // v->type), with flash attention on; else the one-row path
+    for (const auto & [tk, tv, fa] : {std::tuple{ggml_type::q8_0, ggml_type::q8_0, true}, {ggml_type::f16, ggml_type::q8_0, true},
+                                      {ggml_type::f16, ggml_type::f16, false}}) {
+        context_params cp = two_seq_unified();
+        cp.type_k = tk;
+        cp.type_v = tv;
+        cp.flash_attn = fa;
+        context other(model_preset("tiny-llama"), cp);
+        CHECK(decode_in(other, visible_model, {{0, 0, 128}}).tiled_cells == -1);
+    }
+    // one stream per sequence (no -kvu): Q holds each stream's tokens apart (ne[1] = 40 per stream here), fewer than 64
+    context_params split = two_seq_unified();
+    split.kv_unified = false;
+    context streams(model_preset("tiny-llama"), split);
+    CHECK(decode_in(streams, visible_model, {{0, 0, 40}, {1, 0, 40}}).tiled_cells == -1);
+    streams.memory().clear();
+    CHECK(decode_in(streams, visible_model, {{0, 0, 64}, {1, 0, 64}}).tiled_cells == 2 * 64 * 64);
 }
 
 TEST_CASE("ubatch_split_kv_visible: one token's cells as ggml's split-KV path shares them among the threads") {

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <fmt/format.h>
+#include <map>
 #include <stdexcept>
 #include <tuple>
 
@@ -101,7 +102,7 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
         // both: a price of its own for the tiled walk fitted 0.25-1.2 ns against 0.06-5 ns and predicted the
         // validation's prompts no better (11 runs, docs/benchmarks.md)
         if (visible) t.scanned_cells += (double) w.n_tokens * w.n_kv * model.n_head * w.n_layer;
-        if (visible && w.n_tokens >= 64) {
+        if (visible && w.tiled_cells >= 0) {
             t.tiled_kv_bytes += w.tiled_cells * (double) w.bytes_per_cell_layer * w.n_layer;
             t.tiled_attn_flops += 4.0 * w.tiled_cells * model.n_head * model.head_dim * w.n_layer;
         } else if (visible) {
@@ -194,7 +195,8 @@ std::string step_time_model::describe() const {
 
 ubatch_work_collector::ubatch_work_collector(const context & ctx, const step_time_model & tm, decode_observer * next)
     : next(next), first_cache_(ctx.memory().caches().front()), tiled_(tm.charges_visible()),
-      split_threads_(tm.charges_visible() ? tm.device.threads : 0), params_(ctx.params()) {
+      split_threads_(tm.charges_visible() ? tm.device.threads : 0), threads_(tm.device.threads), n_head_(ctx.model().n_head),
+      params_(ctx.params()) {
     const auto & m = ctx.model();
     bytes_ = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
     n_swa_layers_ = m.n_layer_swa();
@@ -207,7 +209,7 @@ void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo
     if (&c == first_cache_) work.emplace_back();
     const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
     work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub),
-                           tiled_ ? ubatch_tiled_cells(c, ub, n_kv) : 0,
+                           tiled_ ? ubatch_tiled_cells(c, ub, n_kv, params_, n_head_, threads_) : -1,
                            split_threads_ > 1 && sinfo.n_stream() == 1 ? ubatch_split_kv_visible(c, ub, n_kv, params_, split_threads_) : -1,
                            kv_quantized_});
     if (next) next->on_apply(c, sinfo, ub, n_kv);
@@ -312,50 +314,93 @@ void kv_tile_positions(const kv_cache & c, uint32_t strm, const std::vector<llam
 }
 }  // namespace
 
-double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv) {
-    if (ub.n_tokens < k_fa_tile_q || n_kv == 0) return 0;
+namespace {
+// ggml_compute_forward_flash_attn_ext_f16's row chunks: the Q rows (n_tps tokens x n_head heads x n_stream streams,
+// token fastest) cut into 4 chunks per thread (one per thread with one thread, or when there are fewer rows), each
+// chunk [ir0, ir1) of dr rows
+int64_t fa_row_chunk(int64_t nr, int n_threads) {
+    const int64_t nth = std::max(1, n_threads);
+    const int64_t chunk_size = (nr + nth * 4 - 1) / (nth * 4);
+    int64_t nchunk = (nr + chunk_size - 1) / chunk_size;
+    if (nth == 1 || nchunk < nth) nchunk = nth;
+    return (nr + nchunk - 1) / nchunk;
+}
+
+// The K/V tiles of one stream (up to n_kv) that a Q tile of the stream's tokens [t0, t0 + rows) computes.
+struct stream_tiles {
+    std::vector<uint32_t> tokens;                // the stream's tokens, ubatch indices in ubatch order
+    std::vector<llama_pos> min_pos, max_pos;     // kv_tile_positions
+};
+
+size_t seen_kv_tiles(const ubatch & ub, const stream_tiles & st, const std::vector<llama_seq_id> & seqs, size_t n_tiles,
+                     uint32_t t0, uint32_t rows, uint32_t n_swa) {
+    const size_t n_seq = seqs.size();
+    tile_span q{std::vector<llama_pos>(n_seq, -1), std::vector<llama_pos>(n_seq, -1)};
+    for (uint32_t i = t0; i < t0 + rows; ++i) {
+        const uint32_t t = st.tokens[i];
+        // a token of several sequences sees the cells of each
+        for (const llama_seq_id s : ub.seq_id[t]) {
+            const size_t k = (size_t) (std::lower_bound(seqs.begin(), seqs.end(), s) - seqs.begin());
+            q.lo[k] = q.lo[k] < 0 ? ub.pos[t] : std::min(q.lo[k], ub.pos[t]);
+            q.hi[k] = std::max(q.hi[k], ub.pos[t]);
+        }
+    }
+    std::vector<size_t> active;   // the sequences the Q tile has tokens of
+    for (size_t s = 0; s < n_seq; ++s)
+        if (q.hi[s] >= 0) active.push_back(s);
+    size_t seen = 0;
+    for (size_t k = 0; k < n_tiles; ++k) seen += kv_tile_seen(st.min_pos, st.max_pos, k, q, active, n_swa);
+    return seen;
+}
+}  // namespace
+
+double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv, const context_params & p, uint32_t n_head,
+                          int n_threads) {
+    const bool f16_or_f32 = p.type_k == ggml_type::f16 || p.type_k == ggml_type::f32;
+    if (!p.flash_attn || !f16_or_f32 || p.type_k != p.type_v || n_kv == 0 || n_head == 0) return -1;
     const uint32_t n_swa = c.params().swa == swa_type::standard ? c.params().n_swa : 0;
     const std::vector<llama_seq_id> & seqs = ub.seq_id_unq;
-    const size_t n_seq = seqs.size(), n_tiles = (n_kv + k_fa_tile_kv - 1) / k_fa_tile_kv;
-    // only the streams the ubatch's sequences live in (one stream per sequence without -kvu): a stream without them has
-    // no Q tile, and its cells need no walk
+    const size_t n_tiles = (n_kv + k_fa_tile_kv - 1) / k_fa_tile_kv;
+    // only the streams the ubatch's sequences live in (one stream per sequence without -kvu): Q's ne[3]
     std::vector<uint32_t> streams;
     for (const llama_seq_id s : seqs) streams.push_back(c.seq_to_stream(s));
     std::sort(streams.begin(), streams.end());
     streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
-    double sum = 0;
-    for (const uint32_t strm : streams) {
-        std::vector<llama_pos> min_pos(n_tiles * n_seq, -1), max_pos(n_tiles * n_seq, -1);
-        kv_tile_positions(c, strm, seqs, n_kv, min_pos, max_pos);
-        // the stream's tokens in ubatch order, 64 at a time
-        tile_span q{std::vector<llama_pos>(n_seq, -1), std::vector<llama_pos>(n_seq, -1)};
-        uint32_t rows = 0;
-        std::vector<size_t> active;   // the sequences the Q tile has tokens of
-        auto close_tile = [&] {
-            active.clear();
-            for (size_t s = 0; s < n_seq; ++s)
-                if (q.hi[s] >= 0) active.push_back(s);
-            for (size_t k = 0; k < n_tiles; ++k) {
-                if (kv_tile_seen(min_pos, max_pos, k, q, active, n_swa)) sum += (double) rows * std::min<uint32_t>(k_fa_tile_kv, n_kv - (uint32_t) k * k_fa_tile_kv);
-            }
-            std::fill(q.lo.begin(), q.lo.end(), -1);
-            std::fill(q.hi.begin(), q.hi.end(), -1);
-            rows = 0;
-        };
-        for (uint32_t t = 0; t < ub.n_tokens; ++t) {
-            const llama_seq_id s0 = ub.seq_id[t][0];
-            if (c.seq_to_stream(s0) != strm) continue;
-            // a token of several sequences sees the cells of each
-            for (const llama_seq_id s : ub.seq_id[t]) {
-                const size_t i = (size_t) (std::lower_bound(seqs.begin(), seqs.end(), s) - seqs.begin());
-                q.lo[i] = q.lo[i] < 0 ? ub.pos[t] : std::min(q.lo[i], ub.pos[t]);
-                q.hi[i] = std::max(q.hi[i], ub.pos[t]);
-            }
-            if (++rows == k_fa_tile_q) close_tile();
-        }
-        if (rows > 0) close_tile();
+    std::vector<stream_tiles> st(streams.size());
+    for (size_t i = 0; i < streams.size(); ++i) {
+        for (uint32_t t = 0; t < ub.n_tokens; ++t)
+            if (c.seq_to_stream(ub.seq_id[t][0]) == streams[i]) st[i].tokens.push_back(t);
     }
-    return sum;
+    // Q's ne[1]: llama.cpp splits a ubatch of several streams equally among them
+    const uint32_t n_tps = (uint32_t) st.front().tokens.size();
+    if (n_tps < k_fa_tile_q) return -1;   // use_tiled needs neq1 >= GGML_FA_TILE_Q: the one-row path
+    for (size_t i = 0; i < streams.size(); ++i) {
+        st[i].min_pos.assign(n_tiles * seqs.size(), -1);
+        st[i].max_pos.assign(n_tiles * seqs.size(), -1);
+        kv_tile_positions(c, streams[i], seqs, n_kv, st[i].min_pos, st[i].max_pos);
+    }
+    // ggml_compute_forward_flash_attn_ext_tiled walks each row chunk in Q tiles of up to 64 rows that neither cross a
+    // head nor the chunk's end; a tile of fewer rows still computes all 64 (Q zero-padded, its padded rows' scores
+    // unmasked) and every K/V tile 64 cells wide. Most tiles recur in every head: counted once per (stream, first
+    // token, rows).
+    const int64_t nr = (int64_t) n_tps * n_head * (int64_t) streams.size(), dr = fa_row_chunk(nr, n_threads);
+    std::map<std::tuple<size_t, uint32_t, uint32_t>, size_t> memo;
+    double pairs = 0;
+    for (int64_t ir0 = 0; ir0 < nr; ir0 += dr) {
+        const int64_t ir1 = std::min(ir0 + dr, nr);
+        for (int64_t ir = ir0; ir < ir1;) {
+            const size_t strm = (size_t) (ir / ((int64_t) n_head * n_tps));
+            const uint32_t iq1 = (uint32_t) (ir % n_tps);
+            const uint32_t rows = (uint32_t) std::min<int64_t>({k_fa_tile_q, ir1 - ir, (int64_t) (n_tps - iq1)});
+            const auto key = std::tuple{strm, iq1, rows};
+            auto it = memo.find(key);
+            if (it == memo.end()) it = memo.emplace(key, seen_kv_tiles(ub, st[strm], seqs, n_tiles, iq1, rows, n_swa)).first;
+            pairs += (double) it->second;
+            ir += rows;
+        }
+    }
+    // per head, as the terms price it (rows x cells, times n_head for the FLOPs)
+    return pairs * k_fa_tile_q * k_fa_tile_kv / n_head;
 }
 
 }  // namespace kvsim

@@ -25,7 +25,7 @@ struct ubatch_work {
     size_t bytes_per_cell_layer = 0;
     uint32_t n_outputs = 0;   // rows the output matrix computes (logits); 0 = unknown: n_tokens
     double visible = 0;       // sum over the ubatch's tokens of the cells each one sees (ubatch_visible_cells)
-    double tiled_cells = 0;   // ubatches of 64 tokens and more: cells ggml's tiled path computes (ubatch_tiled_cells)
+    double tiled_cells = -1;  // rows x cells ggml's tiled path computes per head (ubatch_tiled_cells); < 0: not that path
     double split_kv_visible = -1;   // one token over its KV split among threads: the cells charged (ubatch_split_kv_visible); < 0: not split
     bool kv_quantized = false;      // K or V of a quantized type (q8_0, q4_0, ...): CUDA's kernel choice depends on it
 };
@@ -52,13 +52,17 @@ double repack_extra_passes(double n_tokens, int rows);
 // not n_kv, is its work in a cache shared by several sequences. O(n_tokens).
 double ubatch_visible_cells(const kv_cache & c, const ubatch & ub);
 
-// ggml's tiled CPU flash attention (ggml-cpu/ops.cpp: ggml_compute_forward_flash_attn_ext_tiled, from GGML_FA_TILE_Q = 64
-// query rows) computes a whole tile of 64 query rows (consecutive tokens of the ubatch, per stream) by 64 cells
-// (GGML_FA_TILE_KV) unless every cell of the tile is masked for every row of it: this sums, over the ubatch's Q tiles,
-// rows x cells of the K/V tiles up to n_kv it computes. A Q tile holding tokens of several sequences, or cells of one
-// sequence spread among others', computes more than the visible cells. 0 for fewer than 64 tokens (the one-row path).
-// O(n_kv x sequences + Q tiles x K/V tiles x sequences).
-double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv);
+// ggml's tiled CPU flash attention (ggml-cpu/ops.cpp: ggml_compute_forward_flash_attn_ext_tiled), which
+// ggml_compute_forward_flash_attn_ext_f16 runs with flash attention on, K and V of one type, f16 or f32, and 64
+// (GGML_FA_TILE_Q) or more query tokens per stream: it cuts the query rows (tokens x heads x streams) into 4 chunks per
+// thread, walks each chunk in Q tiles of up to 64 consecutive tokens of one head, and computes a whole 64 x 64 tile
+// (GGML_FA_TILE_KV cells) unless every cell of it is masked for every row of the Q tile. A Q tile of fewer rows (the
+// end of a head's tokens or of a chunk) costs as much as a full one: its rows are padded. This returns the rows x cells
+// computed, 64 x 64 per tile, per head (summed over the heads' tiles / n_head), or -1 when ggml takes the one-row path.
+// A Q tile holding tokens of several sequences, or cells of one sequence spread among others', computes more than the
+// visible cells. O(n_kv x sequences + distinct Q tiles x K/V tiles x sequences).
+double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv, const context_params & p, uint32_t n_head,
+                          int n_threads);
 
 // ggml's split-KV CPU flash attention (ggml-cpu/ops.cpp: ggml_compute_forward_flash_attn_ext_f16, use_split_kv_path):
 // a ubatch of one token in one stream over n_kv >= 512 cells of an f16 or f32 cache (K and V of one type) is cut into
@@ -183,6 +187,8 @@ private:
     bool iswa_ = false;
     bool tiled_ = false;
     int split_threads_ = 0;   // > 1: count ubatch_split_kv_visible for this many threads
+    int threads_ = 1;         // the profile's threads: ggml's row chunks of the tiled path (ubatch_tiled_cells)
+    uint32_t n_head_ = 0;
     bool kv_quantized_ = false;   // the context's K or V type is quantized (ubatch_work::kv_quantized)
     context_params params_;
 };
