@@ -371,8 +371,11 @@ double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv, 
         for (uint32_t t = 0; t < ub.n_tokens; ++t)
             if (c.seq_to_stream(ub.seq_id[t][0]) == streams[i]) st[i].tokens.push_back(t);
     }
-    // Q's ne[1]: llama.cpp splits a ubatch of several streams equally among them
+    if (st.empty()) return -1;
+    // Q's ne[1]: llama.cpp splits a ubatch of several streams equally among them (split_equal); Q has no other shape
     const uint32_t n_tps = (uint32_t) st.front().tokens.size();
+    for (const stream_tiles & x : st)
+        if (x.tokens.size() != n_tps) return -1;
     if (n_tps < k_fa_tile_q) return -1;   // use_tiled needs neq1 >= GGML_FA_TILE_Q: the one-row path
     for (size_t i = 0; i < streams.size(); ++i) {
         st[i].min_pos.assign(n_tiles * seqs.size(), -1);
