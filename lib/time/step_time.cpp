@@ -195,7 +195,7 @@ std::string step_time_model::describe() const {
 
 ubatch_work_collector::ubatch_work_collector(const context & ctx, const step_time_model & tm, decode_observer * next)
     : next(next), first_cache_(ctx.memory().caches().front()), tiled_(tm.charges_visible()),
-      split_threads_(tm.charges_visible() ? tm.device.threads : 0), threads_(tm.device.threads), n_head_(ctx.model().n_head),
+      threads_(tm.charges_visible() ? tm.device.threads : 0), n_head_(ctx.model().n_head),
       params_(ctx.params()) {
     const auto & m = ctx.model();
     bytes_ = kv_bytes_per_cell_layer(m, ctx.params().type_k, ctx.params().type_v);
@@ -210,7 +210,7 @@ void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo
     const uint32_t layers = !iswa_ ? n_layer_ : (c.params().swa != swa_type::none ? n_swa_layers_ : n_layer_ - n_swa_layers_);
     work.back().push_back({ub.n_tokens, n_kv, sinfo.n_stream(), layers, bytes_, ub.n_seqs_unq, ubatch_visible_cells(c, ub),
                            tiled_ ? ubatch_tiled_cells(c, ub, n_kv, params_, n_head_, threads_) : -1,
-                           split_threads_ > 1 && sinfo.n_stream() == 1 ? ubatch_split_kv_visible(c, ub, n_kv, params_, split_threads_) : -1,
+                           threads_ > 1 && sinfo.n_stream() == 1 ? ubatch_split_kv_visible(c, ub, n_kv, params_, threads_) : -1,
                            kv_quantized_});
     if (next) next->on_apply(c, sinfo, ub, n_kv);
 }
@@ -367,9 +367,9 @@ double ubatch_tiled_cells(const kv_cache & c, const ubatch & ub, uint32_t n_kv, 
     std::sort(streams.begin(), streams.end());
     streams.erase(std::unique(streams.begin(), streams.end()), streams.end());
     std::vector<stream_tiles> st(streams.size());
-    for (size_t i = 0; i < streams.size(); ++i) {
-        for (uint32_t t = 0; t < ub.n_tokens; ++t)
-            if (c.seq_to_stream(ub.seq_id[t][0]) == streams[i]) st[i].tokens.push_back(t);
+    for (uint32_t t = 0; t < ub.n_tokens; ++t) {
+        const uint32_t strm = c.seq_to_stream(ub.seq_id[t][0]);
+        st[(size_t) (std::lower_bound(streams.begin(), streams.end(), strm) - streams.begin())].tokens.push_back(t);
     }
     if (st.empty()) return -1;
     // Q's ne[1]: llama.cpp splits a ubatch of several streams equally among them (split_equal); Q has no other shape

@@ -186,8 +186,8 @@ private:
     uint32_t n_swa_layers_ = 0, n_layer_ = 0;
     bool iswa_ = false;
     bool tiled_ = false;
-    int split_threads_ = 0;   // > 1: count ubatch_split_kv_visible for this many threads
-    int threads_ = 1;         // the profile's threads: ggml's row chunks of the tiled path (ubatch_tiled_cells)
+    int threads_ = 0;         // the profile's threads when it charges the visible cells: ggml's row chunks of the tiled
+                              // path (ubatch_tiled_cells) and, above 1, its split-KV path (ubatch_split_kv_visible)
     uint32_t n_head_ = 0;
     bool kv_quantized_ = false;   // the context's K or V type is quantized (ubatch_work::kv_quantized)
     context_params params_;
