@@ -160,10 +160,36 @@ TEST_CASE("step time by hand: fractions, overheads, linear attention") {
     step_time_model lin{d, m, &parse_weight_file_type("f16")};
     const double dense = std::max(1e6 / 5e9, 4e6 / 37.5e9);
     CHECK(lin.ubatch_seconds({w}) == doctest::Approx(dense + 131072 * 1e-12 + 1048576 * 1e-13 + 1e-3 + 2e-5).epsilon(1e-12));
-    // output rows: Llama-3.2-1B's output matrix costs 2 FLOPs per parameter per logits row, not per token
+    // output rows: Llama-3.2-1B's output matrix costs 2 FLOPs per parameter per logits row, not per token; on a CPU one
+    // row is ggml_vec_dot's pass over its bytes (llamafile_sgemm takes no single row: ggml-cpu.c
+    // ggml_compute_forward_mul_mat), out of the GEMM: f16, 2048 x 128256 x 2 bytes
     const step_time_model big{device_preset("cpu"), model_preset("llama-3.2-1b"), nullptr};
     const ubatch_terms t = big.terms({{512, 512, 1, 16, 32768, 1}});
-    CHECK(t.dense_flops == 2.0 * 16 * 60817408 * 512 + 2.0 * 2048 * 128256);
+    CHECK(t.dense_flops == 2.0 * 16 * 60817408 * 512);
+    CHECK(t.gemv_output_bytes == 2.0 * 2048 * 128256);
+    // two logits rows go through tinyBLAS with the layers': their FLOPs in the GEMM
+    ubatch_work two{512, 512, 1, 16, 32768, 1};
+    two.n_outputs = 2;
+    const ubatch_terms t2 = big.terms({two});
+    CHECK(t2.dense_flops == 2.0 * 16 * 60817408 * 512 + 2.0 * 2 * 2048 * 128256);
+    CHECK(t2.gemv_output_bytes == 0);
+    // priced: the one-row pass at the read rate beside the GEMM, outside the max
+    device_profile c = device_preset("cpu");
+    c.weight_read_fraction = 0.5;
+    c.gemm_fraction = {{512, 0.25}};
+    c.attention_cells = "n_kv";
+    c.attn_s_per_kv_byte = 1e-12;
+    c.attn_s_per_flop = 1e-15;
+    c.attention = "linear";
+    const step_time_model priced{c, model_preset("llama-3.2-1b"), nullptr};
+    const ubatch_terms p = priced.terms({{512, 512, 1, 16, 32768, 1}});
+    CHECK(priced.seconds_of(p) == doctest::Approx(2.0 * 16 * 60817408 * 512 / (0.4e12 * 0.25) + 2.0 * 2048 * 128256 / (67e9 * 0.5) +
+                                                  p.kv_bytes * 1e-12 + p.attn_flops * 1e-15).epsilon(1e-12));
+    // ... or at the GEMM rate of one token when a one-token step is compute-bound there (one core on Q8_0): the larger
+    c.gemm_fraction = {{1, 0.01}, {512, 0.25}};
+    const step_time_model slow_row{c, model_preset("llama-3.2-1b"), nullptr};
+    CHECK(slow_row.seconds_of(p) == doctest::Approx(2.0 * 16 * 60817408 * 512 / (0.4e12 * 0.25) + 2.0 * 2048 * 128256 / (0.4e12 * 0.01) +
+                                                    p.kv_bytes * 1e-12 + p.attn_flops * 1e-15).epsilon(1e-12));
 }
 
 TEST_CASE("GEMM waves (n_sm): a layer's matrices in whole waves of 128-row output tiles, as mmq tiles them") {
@@ -207,8 +233,11 @@ TEST_CASE("GEMM waves (n_sm): a layer's matrices in whole waves of 128-row outpu
     d.n_sm = 0;
     const step_time_model flat{d, q, &parse_weight_file_type("q4_0")};
     const ubatch_terms f = flat.terms({{512, 512, 1, 24, 12288, 1}});
+    // (n_sm 0: a CPU, whose one logits row leaves the GEMM: f holds the layers' FLOPs alone)
     const double output = 2.0 * 896 * 151936;
-    CHECK(t.dense_flops - output == doctest::Approx((f.dense_flops - output) * padded / exact).epsilon(1e-12));
+    CHECK(f.gemv_output_bytes > 0);
+    CHECK(t.gemv_output_bytes == 0);
+    CHECK(t.dense_flops - output == doctest::Approx(f.dense_flops * padded / exact).epsilon(1e-12));
 }
 
 // llama.cpp's CUDA build multiplies F16 weights by its vector kernel for one token only on Ampere and later (mmvf.cu:
@@ -527,21 +556,30 @@ TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output
     // the output's FLOPs move out of the GEMM term, its bytes out of the repacked matmul's extra passes
     CHECK(two.dense_flops == 2 * 2 * wb.dense_params);
     CHECK(two.extra_pass_bytes == wb.attn + wb.ffn);
-    // Q8_0 is not repacked on x86 (ggml_repack_get_optimal_repack_type: no x86 case): every matrix, the output too, goes
-    // through one kernel at every ubatch size, so no gemv passes, no extra passes and no term of its own for the rows
-    // beyond one (the repacked model's split made the validation's 4-token decode steps of 4 sequences 7 % short,
-    // Qwen2.5-0.5B Q8_0 -t 2: docs/benchmarks.md)
+    // Q8_0 is not repacked on x86 (ggml_repack_get_optimal_repack_type: no x86 case): every layer matrix goes through
+    // one kernel at every ubatch size (no gemv passes, no extra passes: the GEMM term), but the output multiplies its
+    // own rows, one per sequence, not the ubatch's tokens: from two rows its tinyBLAS rows are the unpacked term, as an
+    // unpacked output's of a repacked type (llamafile_sgemm from 2 rows: ggml-cpu.c ggml_compute_forward_mul_mat)
     const step_time_model q8{d, qwen, &parse_weight_file_type("q8_0")};
     const weight_bytes wb8 = model_weight_bytes(qwen, parse_weight_file_type("q8_0"));
     CHECK(wb8.packed_bytes == 0);
     CHECK(wb8.unpacked_dense_params == wb8.dense_params);
     for (uint32_t n : {2u, 3u, 4u}) {
         const ubatch_terms t = q8.terms(work(n, n, 100.0 * n));
-        CHECK(t.unpacked_row_params == 0);
+        CHECK(t.unpacked_row_params == n * wb8.output_params);
         CHECK(t.extra_pass_bytes == 0);
         CHECK(!t.gemv_only);
-        CHECK(t.dense_flops == 2.0 * n * (wb8.dense_params + wb8.output_params));
+        CHECK(t.dense_flops == 2.0 * n * wb8.dense_params);
+        CHECK(t.gemv_output_bytes == 0);
     }
+    // a prompt of 4 sequences' tokens in one ubatch of 64: 4 output rows
+    CHECK(q8.terms(work(64, 4, 6400)).unpacked_row_params == 4 * wb8.output_params);
+    // one output row: the one-row pass, as a one-token step's (ubatch_terms::gemv_output_bytes)
+    const ubatch_terms q8_prompt = q8.terms(work(4, 1, 400));
+    CHECK(q8_prompt.unpacked_row_params == 0);
+    CHECK(q8_prompt.gemv_output_bytes == wb8.output);
+    CHECK(q8_prompt.gemv_output_flops == 2 * wb8.output_params);
+    CHECK(q8_prompt.dense_flops == 2.0 * 4 * wb8.dense_params);
     // one sequence's prompt: one output row whatever its tokens
     CHECK(tm.terms(work(4, 1, 400)).unpacked_row_params == 0);
     // llama-3.1-8b's untied output is q6_K in a Q4_0 file: not repacked on x86 either; float weights not at all
@@ -564,7 +602,9 @@ TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output
     priced.unpacked_s_per_param_row = 1e-10;
     priced.attn_tiled_s_per_kv_byte = 1e-9;
     const step_time_model p{priced, qwen, &parse_weight_file_type("q4_0")};
-    CHECK(p.seconds_of(two) - tm.seconds_of(two) == doctest::Approx(two.unpacked_row_params * 1e-10));
+    // (the cpu datasheet prices those rows at its peak, 2 FLOPs per parameter and row, until a fit replaces it)
+    CHECK(d.unpacked_s_per_param_row == doctest::Approx(2.0 / 0.4e12).epsilon(1e-12));
+    CHECK(p.seconds_of(two) - tm.seconds_of(two) == doctest::Approx(two.unpacked_row_params * (1e-10 - 2.0 / 0.4e12)));
     CHECK(p.seconds_of(tiled) - tm.seconds_of(tiled) == doctest::Approx(tiled.tiled_kv_bytes * 1e-9));
     // no tiled price (0: a profile from before it): the tiled cells cost what the one-row path's do, never nothing
     device_profile one_row = d;

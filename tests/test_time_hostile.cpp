@@ -219,8 +219,9 @@ TEST_CASE("kvsim calibrate: a profile replay would refuse is not written; the ti
     std::ofstream(dir / "one.json") << j.dump();
     const auto r = run_kvsim("calibrate --model qwen2.5-0.5b " + (dir / "one.json") + " -o " + (dir / "p.json"));
     CHECK(r.rc == 2);
-    CHECK(r.err.find("one.json entry 6 (pp512) took 1e-09 s") != std::string::npos);
-    CHECK(r.err.find("not one model on one machine") != std::string::npos);
+    // refused by the first check it trips: the weight reads fitted below 0, or a result 1000x off the fit; either names it
+    CHECK(r.err.find("one.json entry 6 (pp512)") != std::string::npos);
+    CHECK(r.err.find("one model on one machine") != std::string::npos);
     CHECK(!fs::exists(dir / "p.json"));
 
     auto g = json::parse(read_text(base));

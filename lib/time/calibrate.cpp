@@ -322,6 +322,7 @@ std::vector<ubatch_group> group_ubatches(const std::vector<ubatch_terms> & ubatc
     for (const auto & t : ubatches) {
         auto g = std::find_if(v.begin(), v.end(), [&](const ubatch_group & g) {
             return g.u.n_tokens == t.n_tokens && g.u.weight_bytes == t.weight_bytes && g.u.dense_flops == t.dense_flops &&
+                   g.u.gemv_output_bytes == t.gemv_output_bytes && g.u.gemv_output_flops == t.gemv_output_flops &&
                    g.u.gemv_only == t.gemv_only && g.u.float_multi_row == t.float_multi_row;
         });
         if (g == v.end()) {
@@ -355,6 +356,10 @@ struct fit_state {
     }
     // seconds per weight byte of type `type`
     double read_s(size_t type) const { return x[T_WEIGHTS] + (type > 0 ? x[type0 + type - 1] : 0.0); }
+    // the output's one-row pass (ubatch_terms::gemv_output_bytes): read-bound as a one-token step would be
+    bool gemv_memory_bound(const ubatch_terms & t, size_t type) const {
+        return t.gemv_output_bytes * read_s(type) >= t.gemv_output_flops * x[gemm_of(1)];
+    }
     bool memory_bound(const ubatch_terms & t, size_t type) const {
         return t.gemv_only || (reads_by_type && t.n_tokens <= 1) || t.weight_bytes * read_s(type) >= t.dense_flops * x[gemm_of(t.n_tokens)];
     }
@@ -431,6 +436,13 @@ bool solve(const result_groups & pts, const std::vector<double> & y, const std::
             } else {
                 row[s.gemm_of(t.n_tokens)] += n * t.dense_flops;
             }
+            // the output's one-row pass, on the branch of its own a one-token step would take (the layers' next)
+            if (branch_mem[ub++]) {
+                row[T_WEIGHTS] += n * t.gemv_output_bytes;
+                if (rows[i].type > 0) row[s.type0 + rows[i].type - 1] += n * t.gemv_output_bytes;
+            } else {
+                row[s.gemm_of(1)] += n * t.gemv_output_flops;
+            }
             row[T_UBATCH] += n;
             row[T_LAYER] += n * rows[i].n_layer;
             if (t.n_tokens >= 2) row[T_GEMM_LAYER] += n * rows[i].n_layer;
@@ -465,7 +477,10 @@ bool solve(const result_groups & pts, const std::vector<double> & y, const std::
 std::vector<bool> branches(const result_groups & pts, const std::vector<fit_row> & rows, const fit_state & s) {
     std::vector<bool> v;
     for (size_t i = 0; i < pts.size(); ++i)
-        for (const auto & g : pts[i]) v.push_back(s.memory_bound(g.u, rows[i].type));
+        for (const auto & g : pts[i]) {
+            v.push_back(s.memory_bound(g.u, rows[i].type));
+            v.push_back(s.gemv_memory_bound(g.u, rows[i].type));
+        }
     return v;
 }
 // Fewer results than free terms (a published pp512 + tg128 pair): the per-ubatch cost, then the
@@ -711,6 +726,8 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
         for (size_t i = 0; i < pts.size(); ++i) {
             for (const auto & g : pts[i]) {
                 const bool mem = branch[ub++];
+                ub++;   // the output's one-row pass: its branch alone makes no column free (its bytes, or its FLOPs, are a
+                        // constant per ubatch of each size, the GEMM columns' combination when every ubatch is compute-bound)
                 has[mem ? (size_t) T_WEIGHTS : s.gemm_of(g.u.n_tokens)] = true;
                 if (mem && rows[i].type > 0) has[s.type0 + rows[i].type - 1] = true;
                 if (mem && g.u.float_multi_row) has[T_FLOAT_ROWS] = true;
@@ -843,6 +860,7 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
         double t = 0;
         for (ubatch_terms u : ubatches[i]) {
             u.dense_flops /= speedup;
+            u.gemv_output_flops /= speedup;
             t += fitted.seconds_of(u);
         }
         r.sq_error += (t - y[i]) * (t - y[i]) / (y[i] * y[i]);
@@ -855,7 +873,10 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
 result_groups with_float_speedup(result_groups pts, const std::vector<const weight_file_type *> & ft, double speedup) {
     for (size_t i = 0; i < pts.size(); ++i) {
         if (!is_float_weight_type(*ft[i])) continue;
-        for (auto & g : pts[i]) g.u.dense_flops /= speedup;
+        for (auto & g : pts[i]) {
+            g.u.dense_flops /= speedup;
+            g.u.gemv_output_flops /= speedup;
+        }
     }
     return pts;
 }

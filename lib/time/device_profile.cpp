@@ -42,9 +42,11 @@ std::string datasheet_json(const datasheet & d) {
     return fmt::format(R"({{"name": "{}", "source": "{}", "bandwidth_gbs": {}, "peak_tflops": {},
   "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
   "attention": "roofline", "attention_cells": "{}", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0, "memory_mib": {},
-  "host_link_gbs": {}, "repack_rows": {}, "extra_pass_s_per_byte": {}}})",
+  "host_link_gbs": {}, "repack_rows": {}, "extra_pass_s_per_byte": {}, "unpacked_s_per_param_row": {}}})",
                        d.name, d.source, d.bandwidth_gbs, d.peak_tflops, d.attention_cells, d.memory_mib, d.host_link_gbs, d.repack_rows,
-                       d.repack_rows ? 1.0 / (d.bandwidth_gbs * 1e9) : 0.0);
+                       // a repacking CPU's extra passes at the bandwidth, its tinyBLAS rows (step_time.h unpacked_row_params)
+                       // at the peak: 2 FLOPs per parameter and row, as the roofline's GEMM; a fit replaces both
+                       d.repack_rows ? 1.0 / (d.bandwidth_gbs * 1e9) : 0.0, d.repack_rows ? 2.0 / (d.peak_tflops * 1e12) : 0.0);
 }
 
 // The calibrated and derived GPU profiles (lib/time/shipped_profiles.json, written by

@@ -77,11 +77,18 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
     const double n_out = first.n_outputs ? first.n_outputs : first.n_tokens;
     t.n_tokens = first.n_tokens;
     t.weight_bytes = wb.read_per_ubatch();
-    t.dense_flops = 2.0 * wb.dense_params * first.n_tokens * gemm_wave_factor(model, first.n_tokens, device.n_sm) +
-                    2.0 * wb.output_params * n_out;
+    t.dense_flops = 2.0 * wb.dense_params * first.n_tokens * gemm_wave_factor(model, first.n_tokens, device.n_sm);
+    // a CPU's one logits row of a ubatch of several tokens: ubatch_terms::gemv_output_bytes
+    if (device.n_sm == 0 && first.n_tokens >= 2 && n_out == 1) {
+        t.gemv_output_bytes = wb.output;
+        t.gemv_output_flops = 2.0 * wb.output_params;
+        t.weight_bytes -= wb.output;
+    } else {
+        t.dense_flops += 2.0 * wb.output_params * n_out;
+    }
     t.float_multi_row = device.n_sm > 0 && first.n_tokens >= 2 && is_float_weight_type(weights);
     // weights ggml-cpu repacks none of (q8_0 on x86: ggml_repack_get_optimal_repack_type has no x86 case for it) go
-    // through one kernel at every ubatch size, as on a GPU: no passes, no split between packed and unpacked matrices
+    // through one kernel at every ubatch size: no passes, no split between packed and unpacked layer matrices
     if (!is_float_weight_type(weights) && device.repack_rows > 0 && wb.packed_bytes > 0) {
         // only the repacked matrices take extra one-row passes; fewer tokens than a gemm takes: those passes alone
         t.extra_pass_bytes = wb.packed_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
@@ -92,6 +99,13 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
         if (!wb.output_packed && n_out >= 2) rows += wb.output_params * n_out;
         t.unpacked_row_params = rows;
         t.dense_flops -= 2.0 * rows;
+    } else if (!is_float_weight_type(weights) && device.repack_rows > 0 && first.n_tokens >= 2 && n_out >= 2) {
+        // nothing repacked (q8_0 on x86), so every matrix takes tinyBLAS from two rows; the output's rows, as an
+        // unpacked output's above: the layers' GEMM price is of n_tokens rows, the output multiplies n_outputs (a prompt
+        // of several sequences: one per sequence), and its tinyBLAS rows cost more than the layers' (Qwen2.5-0.5B's
+        // output, one Zen 5 core: 5.5 ms for one row, 25 ms for two, 37 ms for four)
+        t.unpacked_row_params = wb.output_params * n_out;
+        t.dense_flops -= 2.0 * t.unpacked_row_params;
     }
     const bool visible = charges_visible();
     for (const auto & w : per_cache) {
@@ -154,9 +168,12 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
                        (t.float_multi_row ? t.weight_bytes * device.float_gemm_extra_s_per_byte : 0.0);
     const double gemm = device.gemm_fraction_at(t.n_tokens) * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
     const double compute = flops / (device.peak_tflops * 1e12 * gemm);
+    const double gemv_output = std::max(t.gemv_output_bytes / (device.bandwidth_gbs * 1e9 * device.read_fraction(weights ? weights->name : "f16")),
+                                        t.gemv_output_flops / (device.peak_tflops * 1e12 * device.gemm_fraction_at(1) *
+                                                               (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0)));
     // a profile with a read rate per weight type prices one-token ubatches (the matrix-vector kernels) by their reads alone
     const bool reads_only = t.gemv_only || (!device.weight_read_fraction_by_type.empty() && t.n_tokens <= 1);
-    return (reads_only ? mem : std::max(mem, compute)) + attn +
+    return (reads_only ? mem : std::max(mem, compute)) + gemv_output + attn +
            t.scanned_cells * device.attn_s_per_scanned_cell + t.extra_pass_bytes * device.extra_pass_s_per_byte +
            t.unpacked_row_params * device.unpacked_s_per_param_row + device.ubatch_overhead_s +
            model.n_layer * (device.layer_overhead_s + (t.n_tokens >= 2 ? device.gemm_layer_overhead_s : 0.0));

@@ -87,7 +87,16 @@ double gemm_wave_factor(const model_shape & m, double n_tokens, int n_sm);
 struct ubatch_terms {
     double n_tokens = 0;
     double weight_bytes = 0;   // weights read (time/weight_types.h: read_per_ubatch)
-    double dense_flops = 0;    // 2 * dense_params * n_tokens + 2 * output_params * n_outputs
+    double dense_flops = 0;    // 2 * dense_params * n_tokens + 2 * output_params * n_outputs (but see gemv_output_bytes)
+    // The output matrix multiplies the rows that want logits only (llama.cpp's build_inp_out_ids), and on a CPU that row
+    // count picks its kernel: one row goes through ggml_vec_dot, as in a one-token step, two or more through tinyBLAS
+    // (ggml-cpu.c ggml_compute_forward_mul_mat: llamafile_sgemm returns false for one row) like the layers' matrices.
+    // So on a CPU (device n_sm 0) a ubatch of two tokens or more with one output row (a prompt's last token) holds that
+    // row's bytes and FLOPs here, priced as a one-token step prices them (the larger of the reads at the weight-read
+    // rate and the FLOPs at the GEMM rate of one token) beside the layers' GEMM, and neither in dense_flops nor in
+    // weight_bytes. A one-token ubatch, several output rows and a CUDA card: 0.
+    double gemv_output_bytes = 0;
+    double gemv_output_flops = 0;
     double kv_bytes = 0;       // K/V read: n_kv * n_stream * bytes_per_cell_layer * n_layer, all caches
     double attn_flops = 0;     // 4 * n_tokens * n_kv * n_head * head_dim * n_layer, all caches
     // (device attention_cells "visible": ubatches of fewer than 64 tokens only, visible * bytes_per_cell_layer * n_layer
@@ -108,7 +117,7 @@ struct ubatch_terms {
     // weight_bytes::packed_bytes says which): the output's, times its output rows when they are two or more, and the
     // layers' unpacked ones, times the tokens when 2 <= n_tokens < repack_rows (the packed ones then make gemv passes;
     // from repack_rows tokens all of them are in the GEMM term). One row is a memory-bound gemv (its bytes are in
-    // weight_bytes); several go through tinyBLAS (ggml-cpu/llamafile/sgemm.cpp), compute-bound on a CPU: measured 5.5 ms
+    // gemv_output_bytes, or weight_bytes for a one-token ubatch); several go through tinyBLAS (ggml-cpu/llamafile/sgemm.cpp), compute-bound on a CPU: measured 5.5 ms
     // for one row, 25 ms for two, 37 ms for four (qwen2.5-0.5b's tied q8_0 output, 136 M parameters, Zen 5, one thread:
     // docs/benchmarks.md). Their FLOPs leave dense_flops.
     double unpacked_row_params = 0;

@@ -8,7 +8,7 @@ const char * step_kind_name(step_kind k) { return k == step_kind::restore ? "res
 
 static void add_terms(ubatch_terms & sum, const ubatch_terms & t) {
     sum.n_tokens += t.n_tokens;
-    sum.weight_bytes += t.weight_bytes;
+    sum.weight_bytes += t.weight_bytes + t.gemv_output_bytes;   // a step's record: every weight byte read in one sum
     sum.dense_flops += t.dense_flops;
     sum.kv_bytes += t.kv_bytes;
     sum.attn_flops += t.attn_flops;
