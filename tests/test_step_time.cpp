@@ -190,6 +190,11 @@ TEST_CASE("step time by hand: fractions, overheads, linear attention") {
     const step_time_model slow_row{c, model_preset("llama-3.2-1b"), nullptr};
     CHECK(slow_row.seconds_of(p) == doctest::Approx(2.0 * 16 * 60817408 * 512 / (0.4e12 * 0.25) + 2.0 * 2048 * 128256 / (0.4e12 * 0.01) +
                                                     p.kv_bytes * 1e-12 + p.attn_flops * 1e-15).epsilon(1e-12));
+    // a profile with a read rate per weight type prices a one-token step by its reads alone: the one row too
+    c.weight_read_fraction_by_type = {{"f16", 0.5}};
+    const step_time_model by_type{c, model_preset("llama-3.2-1b"), nullptr};
+    CHECK(by_type.seconds_of(p) == doctest::Approx(2.0 * 16 * 60817408 * 512 / (0.4e12 * 0.25) + 2.0 * 2048 * 128256 / (67e9 * 0.5) +
+                                                   p.kv_bytes * 1e-12 + p.attn_flops * 1e-15).epsilon(1e-12));
 }
 
 TEST_CASE("GEMM waves (n_sm): a layer's matrices in whole waves of 128-row output tiles, as mmq tiles them") {

@@ -358,7 +358,7 @@ struct fit_state {
     double read_s(size_t type) const { return x[T_WEIGHTS] + (type > 0 ? x[type0 + type - 1] : 0.0); }
     // the output's one-row pass (ubatch_terms::gemv_output_bytes): read-bound as a one-token step would be
     bool gemv_memory_bound(const ubatch_terms & t, size_t type) const {
-        return t.gemv_output_bytes * read_s(type) >= t.gemv_output_flops * x[gemm_of(1)];
+        return reads_by_type || t.gemv_output_bytes * read_s(type) >= t.gemv_output_flops * x[gemm_of(1)];
     }
     bool memory_bound(const ubatch_terms & t, size_t type) const {
         return t.gemv_only || (reads_by_type && t.n_tokens <= 1) || t.weight_bytes * read_s(type) >= t.dense_flops * x[gemm_of(t.n_tokens)];

@@ -164,15 +164,16 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
         flops += t.attn_flops + t.tiled_attn_flops;
     }
     // per ubatch: the type's name as it is, no string built (weights_name() makes one)
-    const double mem = bytes / (device.bandwidth_gbs * 1e9 * device.read_fraction(weights ? weights->name : "f16")) +
-                       (t.float_multi_row ? t.weight_bytes * device.float_gemm_extra_s_per_byte : 0.0);
-    const double gemm = device.gemm_fraction_at(t.n_tokens) * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
-    const double compute = flops / (device.peak_tflops * 1e12 * gemm);
-    const double gemv_output = std::max(t.gemv_output_bytes / (device.bandwidth_gbs * 1e9 * device.read_fraction(weights ? weights->name : "f16")),
-                                        t.gemv_output_flops / (device.peak_tflops * 1e12 * device.gemm_fraction_at(1) *
-                                                               (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0)));
+    const double read_rate = device.bandwidth_gbs * 1e9 * device.read_fraction(weights ? weights->name : "f16");
+    const double peak = device.peak_tflops * 1e12 * (is_float_weight_type(weights) ? device.float_gemm_speedup : 1.0);
+    const double mem = bytes / read_rate + (t.float_multi_row ? t.weight_bytes * device.float_gemm_extra_s_per_byte : 0.0);
+    const double compute = flops / (peak * device.gemm_fraction_at(t.n_tokens));
     // a profile with a read rate per weight type prices one-token ubatches (the matrix-vector kernels) by their reads alone
-    const bool reads_only = t.gemv_only || (!device.weight_read_fraction_by_type.empty() && t.n_tokens <= 1);
+    const bool reads_by_type = !device.weight_read_fraction_by_type.empty();
+    const bool reads_only = t.gemv_only || (reads_by_type && t.n_tokens <= 1);
+    // the output's one logits row of a CPU ubatch: as in a one-token step
+    const double gemv_output = reads_by_type ? t.gemv_output_bytes / read_rate
+                                             : std::max(t.gemv_output_bytes / read_rate, t.gemv_output_flops / (peak * device.gemm_fraction_at(1)));
     return (reads_only ? mem : std::max(mem, compute)) + gemv_output + attn +
            t.scanned_cells * device.attn_s_per_scanned_cell + t.extra_pass_bytes * device.extra_pass_s_per_byte +
            t.unpacked_row_params * device.unpacked_s_per_param_row + device.ubatch_overhead_s +
