@@ -401,3 +401,25 @@ TEST_CASE("kvsim replay --n-swa past INT32_MAX and kvbench --repeats past 10^6 a
     CHECK(r.rc == 2);
     CHECK(r.err.find("--repeats") != std::string::npos);
 }
+
+// Hostile helper, session 30: a markdown cell of 50,000 characters overflowed the stack in std::regex_match (libstdc++
+// recurses once per character), and a one-line llama-bench -o jsonl file (one test) was refused as not an array.
+TEST_CASE("llama-bench files: a huge markdown cell is one error naming its line; a one-line jsonl file is one result") {
+    scratch_dir dir("hostile-md");
+    const std::string head = "| model | size | params | backend | threads | test | t/s |\n| --- | ---: | ---: | --- | ---: | --- | ---: |\n";
+    std::ofstream(dir / "rate.md") << head << "| qwen2 1B Q8_0 | 500.79 MiB | 494.03 M | CPU | 1 | pp 512 | " << std::string(50000, '1')
+                                   << " ± 0 |\n";
+    std::string e = bench_error(dir / "rate.md");
+    CHECK(e.find("rate.md:3") != std::string::npos);
+    CHECK(e.find("a cell of 50005 characters (at most 256)") != std::string::npos);
+    std::ofstream(dir / "sep.md") << "| model | test | t/s |\n| " << std::string(100000, '-') << " | --- | --- |\n";
+    e = bench_error(dir / "sep.md");
+    CHECK(e.find("sep.md:2") != std::string::npos);
+    CHECK(e.find("a cell of 100000 characters") != std::string::npos);
+    const json all = json::parse(read_text(k_data));
+    REQUIRE(all.size() > 1);
+    std::ofstream(dir / "one.jsonl") << all[0].dump() << "\n";
+    const auto one = read_llama_bench(dir / "one.jsonl");
+    REQUIRE(one.size() == 1);
+    CHECK(one[0].n_prompt == all[0]["n_prompt"].get<uint32_t>());
+}

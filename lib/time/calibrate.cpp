@@ -208,6 +208,8 @@ std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
     } catch (const std::exception & e) {
         throw input_error(path, 0, "", fmt::format("not a llama-bench result: {}", e.what()));
     }
+    // one object: the one line of llama-bench -o jsonl with a single test
+    if (j.is_object()) j = json::array({std::move(j)});
     if (!j.is_array()) throw input_error(path, 0, "", "not a llama-bench result: expected a JSON array of objects (llama-bench -o json)");
     if (j.empty()) throw input_error(path, 0, "", "holds no llama-bench results (an empty array)");
     std::vector<llama_bench_row> v;

@@ -32,6 +32,9 @@ std::vector<std::string> cells_of(const std::string & line) {
     return c;
 }
 
+// The longest cell a table may hold (a model name, a build, "636.18 MiB", "12.45 ± 0.31").
+constexpr size_t k_max_cell = 256;
+
 bool is_separator(const std::vector<std::string> & cells) {
     static const std::regex sep(":?-+:?");
     for (const auto & c : cells) {
@@ -162,6 +165,11 @@ nlohmann::json llama_bench_markdown_to_json(const std::string & text, const std:
             continue;
         }
         const std::vector<std::string> c = cells_of(line);
+        // before any regex: libstdc++'s std::regex_match recurses once per character and overflowed the stack on a cell
+        // of 50,000 (hostile check, session 30); llama-bench's cells are a few dozen characters
+        for (const auto & cell : c) {
+            if (cell.size() > k_max_cell) rd.fail(cell, fmt::format("a cell of {} characters (at most {})", cell.size(), k_max_cell));
+        }
         if (is_separator(c)) continue;
         if (col.empty()) {
             for (size_t i = 0; i < c.size(); ++i) {
