@@ -87,25 +87,23 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
         t.dense_flops += 2.0 * wb.output_params * n_out;
     }
     t.float_multi_row = device.n_sm > 0 && first.n_tokens >= 2 && is_float_weight_type(weights);
-    // weights ggml-cpu repacks none of (q8_0 on x86: ggml_repack_get_optimal_repack_type has no x86 case for it) go
-    // through one kernel at every ubatch size: no passes, no split between packed and unpacked layer matrices
-    if (!is_float_weight_type(weights) && device.repack_rows > 0 && wb.packed_bytes > 0) {
-        // only the repacked matrices take extra one-row passes; fewer tokens than a gemm takes: those passes alone
-        t.extra_pass_bytes = wb.packed_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
-        t.gemv_only = (int64_t) first.n_tokens < device.repack_rows;
-        // the unpacked matrices' rows beyond one, while the packed ones are gemv passes: their own term, out of the GEMM
-        double rows = 0;
-        if (t.gemv_only && first.n_tokens >= 2) rows += wb.unpacked_dense_params * first.n_tokens;
+    if (!is_float_weight_type(weights) && device.repack_rows > 0) {
+        double rows = 0;   // the rows beyond one of matrices tinyBLAS multiplies: their own term, out of the GEMM
+        // weights ggml-cpu repacks none of (q8_0 on x86: ggml_repack_get_optimal_repack_type has no x86 case for it) go
+        // through one kernel at every ubatch size: no passes, no split between packed and unpacked layer matrices
+        if (wb.packed_bytes > 0) {
+            // only the repacked matrices take extra one-row passes; fewer tokens than a gemm takes: those passes alone
+            t.extra_pass_bytes = wb.packed_bytes * repack_extra_passes(first.n_tokens, device.repack_rows);
+            t.gemv_only = (int64_t) first.n_tokens < device.repack_rows;
+            // the unpacked layer matrices' rows, while the packed ones are gemv passes
+            if (t.gemv_only && first.n_tokens >= 2) rows += wb.unpacked_dense_params * first.n_tokens;
+        }
+        // an unpacked output (a tied one, or nothing repacked) from two rows: the layers' GEMM price is of n_tokens rows,
+        // the output multiplies n_outputs (a prompt of several sequences: one per sequence), and its tinyBLAS rows cost
+        // more than the layers' (Qwen2.5-0.5B's output, one Zen 5 core: 5.5 ms for one row, 25 ms for two, 37 for four)
         if (!wb.output_packed && n_out >= 2) rows += wb.output_params * n_out;
         t.unpacked_row_params = rows;
         t.dense_flops -= 2.0 * rows;
-    } else if (!is_float_weight_type(weights) && device.repack_rows > 0 && first.n_tokens >= 2 && n_out >= 2) {
-        // nothing repacked (q8_0 on x86), so every matrix takes tinyBLAS from two rows; the output's rows, as an
-        // unpacked output's above: the layers' GEMM price is of n_tokens rows, the output multiplies n_outputs (a prompt
-        // of several sequences: one per sequence), and its tinyBLAS rows cost more than the layers' (Qwen2.5-0.5B's
-        // output, one Zen 5 core: 5.5 ms for one row, 25 ms for two, 37 ms for four)
-        t.unpacked_row_params = wb.output_params * n_out;
-        t.dense_flops -= 2.0 * t.unpacked_row_params;
     }
     const bool visible = charges_visible();
     for (const auto & w : per_cache) {

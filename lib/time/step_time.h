@@ -116,10 +116,11 @@ struct ubatch_terms {
     // Parameters times rows of the matrices ggml-cpu does not repack (device repack_rows > 0, quantized weights;
     // weight_bytes::packed_bytes says which): the output's, times its output rows when they are two or more, and the
     // layers' unpacked ones, times the tokens when 2 <= n_tokens < repack_rows (the packed ones then make gemv passes;
-    // from repack_rows tokens all of them are in the GEMM term). One row is a memory-bound gemv (its bytes are in
-    // gemv_output_bytes, or weight_bytes for a one-token ubatch); several go through tinyBLAS (ggml-cpu/llamafile/sgemm.cpp), compute-bound on a CPU: measured 5.5 ms
-    // for one row, 25 ms for two, 37 ms for four (qwen2.5-0.5b's tied q8_0 output, 136 M parameters, Zen 5, one thread:
-    // docs/benchmarks.md). Their FLOPs leave dense_flops.
+    // from repack_rows tokens all of them are in the GEMM term); weights of which nothing is repacked (q8_0 on x86): the
+    // output's rows alone. One row is a gemv (gemv_output_bytes, or weight_bytes for a one-token ubatch); several go
+    // through tinyBLAS (ggml-cpu/llamafile/sgemm.cpp), compute-bound on a CPU: measured 5.5 ms for one row, 25 ms for
+    // two, 37 ms for four (qwen2.5-0.5b's tied q8_0 output, 136 M parameters, Zen 5, one thread: docs/benchmarks.md).
+    // Their FLOPs leave dense_flops.
     double unpacked_row_params = 0;
     // The K/V bytes of the attention kernel that takes query rows in tiles, priced by attn_tiled_s_per_kv_byte:
     // - (device attention_cells "visible") ubatches of 64 tokens and more: ggml's CPU flash attention takes its tiled path

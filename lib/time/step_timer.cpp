@@ -8,8 +8,9 @@ const char * step_kind_name(step_kind k) { return k == step_kind::restore ? "res
 
 static void add_terms(ubatch_terms & sum, const ubatch_terms & t) {
     sum.n_tokens += t.n_tokens;
-    sum.weight_bytes += t.weight_bytes + t.gemv_output_bytes;   // a step's record: every weight byte read in one sum
-    sum.dense_flops += t.dense_flops;
+    // a step's record: every weight byte and FLOP in one sum, whichever term prices them
+    sum.weight_bytes += t.weight_bytes + t.gemv_output_bytes;
+    sum.dense_flops += t.dense_flops + t.gemv_output_flops + 2.0 * t.unpacked_row_params;
     sum.kv_bytes += t.kv_bytes;
     sum.attn_flops += t.attn_flops;
 }
