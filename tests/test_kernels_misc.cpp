@@ -2,8 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "bandwidth.h"
@@ -81,4 +83,19 @@ TEST_CASE("thread pool runs every task once and propagates exceptions") {
     std::atomic<int> bad{0};
     pool.parallel_for(100, [&](int64_t, int t) { if (t < 0 || t >= pool.size()) ++bad; });
     CHECK(bad.load() == 0);
+    // one task runs on the caller (thread 0) and its exception reaches the caller as the pool's would
+    const auto caller = std::this_thread::get_id();
+    std::thread::id ran;
+    int thread = -1;
+    pool.parallel_for(1, [&](int64_t, int t) { ran = std::this_thread::get_id(); thread = t; });
+    CHECK(ran == caller);
+    CHECK(thread == 0);
+    CHECK_THROWS_AS(pool.parallel_for(1, [](int64_t, int) { throw std::runtime_error("x"); }), std::runtime_error);
+    // calls back to back (workers still polling) and after a pause longer than the poll (workers asleep)
+    std::atomic<int64_t> sum{0};
+    for (int call = 0; call < 2000; ++call) {
+        if (call % 500 == 499) std::this_thread::sleep_for(std::chrono::microseconds(4 * thread_pool::spin_us));
+        pool.parallel_for(7, [&](int64_t i, int) { sum += i; });
+    }
+    CHECK(sum.load() == 2000 * 21);
 }

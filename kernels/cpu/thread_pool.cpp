@@ -1,10 +1,36 @@
 #include "cpu/thread_pool.h"
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 
 namespace kvsim {
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+// Polls done() for up to thread_pool::spin_us; true when it became true. The clock is read every 64 polls.
+template <class F>
+bool spin_until(F && done) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(thread_pool::spin_us);
+    for (;;) {
+        for (int i = 0; i < 64; ++i) {
+            if (done()) return true;
+            cpu_relax();
+        }
+        if (std::chrono::steady_clock::now() >= end) return done();
+    }
+}
+
+}  // namespace
 
 thread_pool::thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
     try {
@@ -45,31 +71,42 @@ void thread_pool::drain(int thread) {
 void thread_pool::worker(int thread) {
     uint64_t seen = 0;
     for (;;) {
+        spin_until([&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; });
         {
+            // the call's fields were written under mu_: take it once, whether the spin saw the call or not
             std::unique_lock<std::mutex> lk(mu_);
             cv_start_.wait(lk, [&] { return stop_ || generation_ != seen; });
             if (stop_) return;
             seen = generation_;
         }
         drain(thread);
-        std::lock_guard<std::mutex> lk(mu_);
-        if (--busy_ == 0) cv_done_.notify_one();
+        if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            // under mu_, so the caller is either before its predicate check or asleep in wait, never in between
+            std::lock_guard<std::mutex> lk(mu_);
+            cv_done_.notify_one();
+        }
     }
 }
 
 void thread_pool::parallel_for(int64_t n_tasks, const std::function<void(int64_t, int)> & fn) {
     if (n_tasks <= 0) return;
+    if (n_tasks == 1 || workers_.empty()) {
+        // nothing to share: the caller runs it (the first exception propagates as from the pool)
+        for (int64_t i = 0; i < n_tasks; ++i) fn(i, 0);
+        return;
+    }
     {
         std::lock_guard<std::mutex> lk(mu_);
         fn_ = &fn;
         n_tasks_ = n_tasks;
         next_.store(0, std::memory_order_relaxed);
         error_ = nullptr;
-        busy_ = (int) workers_.size();
-        ++generation_;
+        busy_.store((int) workers_.size(), std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_release);
     }
     cv_start_.notify_all();
     drain(0);
+    spin_until([&] { return busy_.load(std::memory_order_acquire) == 0; });
     std::unique_lock<std::mutex> lk(mu_);
     cv_done_.wait(lk, [&] { return busy_ == 0; });
     fn_ = nullptr;
