@@ -217,6 +217,8 @@ TEST_CASE("atomic_file writes a FIFO, a pipe reached through /proc and /dev/null
         }
         CHECK(fs::is_character_file(dev));
     }
+    // a kernel file under /proc is no output: refused when opened (exit 2), not after the work at the first write
+    CHECK_THROWS_WITH_AS(atomic_file("/proc/version"), "cannot write /proc/version: a /proc file, not an output", usage_error);
 }
 
 // ---- bad-input run: `kvsim inspect /dev/zero` never finished ----

@@ -135,6 +135,14 @@ TEST_CASE("kvsim calibrate -o onto an input is refused and the input is kept") {
     r = run_kvsim("calibrate " + in + " --model llama-3.2-1b -o " + (dir / ".") + "/bench.json");
     CHECK(r.rc == 2);
     CHECK(read_text(in) == before);
+    // an -o that cannot be written is one error before the fit (which prints its errors first), not after it
+    for (const std::string bad : {std::string("/proc/version"), dir / "missing/p.json"}) {
+        r = run_kvsim("calibrate " + in + " --model llama-3.2-1b -o " + bad);
+        CHECK(r.rc == 2);
+        CHECK(lines_of(r.err).size() == 1);
+        CHECK(r.err.find("cannot write " + bad) != std::string::npos);
+        CHECK(r.out.find("held out") == std::string::npos);
+    }
 }
 
 TEST_CASE("device profiles: numbers outside the physical range are refused by field") {

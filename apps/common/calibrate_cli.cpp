@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <fmt/format.h>
 
 namespace kvsim {
@@ -77,6 +78,10 @@ int calibrate_cli::run(std::ostream & term) {
             }
         }
     }
+    if (predict && !out.empty()) throw usage_error("--predict fits nothing, so there is no profile to write with -o");
+    // opened now (a temporary name until the fit is written): a bad -o is reported before a fit of minutes
+    std::optional<atomic_file> out_file;
+    if (!out.empty()) out_file.emplace(out);
     // every file is read and checked before any work or output
     std::vector<llama_bench_row> points;
     for (const auto & f : files) {
@@ -86,7 +91,6 @@ int calibrate_cli::run(std::ostream & term) {
     device_profile base = resolve_device(device, threads);
     if (!attention_cells.empty()) base.attention_cells = attention_cells;
     if (predict) {
-        if (!out.empty()) throw usage_error("--predict fits nothing, so there is no profile to write with -o");
         const calibration_result r = predict_bench(points, models, wt, base);
         term << fmt::format("kvsim calibrate --predict: {} llama-bench results of {} ({} weights) on profile {} ({})\n", points.size(),
                             r.models_text(), r.weights_text(), base.name, base.source);
@@ -155,9 +159,8 @@ int calibrate_cli::run(std::ostream & term) {
     if (out.empty()) {
         term << j.dump(2) << '\n';
     } else {
-        atomic_file f(out);
-        f.out() << j.dump(2) << '\n';
-        f.commit();
+        out_file->out() << j.dump(2) << '\n';
+        out_file->commit();
         term << "kvsim: wrote " << out << '\n';
     }
     return EXIT_OK;

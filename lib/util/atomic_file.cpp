@@ -106,7 +106,13 @@ fs::path resolve_links(const std::string & path, bool & via_proc) {
 write_plan plan_write(const std::string & path) {
     bool via_proc = false;
     const fs::path p = resolve_links(path, via_proc);
-    if (via_proc) return {path, true};
+    if (via_proc) {
+        // /dev/stdout, /dev/fd/N, /proc/self/fd/N are links to files already open; a plain /proc file
+        // (/proc/version) is the kernel's, and would fail only at the first write, after all the work
+        std::error_code ec;
+        if (!fs::is_symlink(fs::symlink_status(path, ec))) throw usage_error("cannot write " + path + ": a /proc file, not an output");
+        return {path, true};
+    }
     struct stat st {};
     if (::stat(p.c_str(), &st) == 0) {
         if (S_ISDIR(st.st_mode)) throw usage_error("cannot write " + path + ": is a directory");
