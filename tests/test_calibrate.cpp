@@ -260,6 +260,19 @@ TEST_CASE("read_llama_bench: llama-bench's json layout, jsonl, and bad files") {
         for (const auto & e : j) f << e.dump() << '\n';
     }
     CHECK(read_llama_bench(dir / "b.jsonl").size() == 9);
+    {
+        // a bad field of -o jsonl names its line (1-based, blank lines counted), not its entry (hostile check, session 30)
+        std::ofstream f(dir / "c.jsonl");
+        auto j = nlohmann::json::parse(read_text(k_data));
+        j[2]["n_gen"] = -1;
+        f << j[0].dump() << "\n\n" << j[1].dump() << '\n' << j[2].dump() << '\n';
+    }
+    try {
+        read_llama_bench(dir / "c.jsonl");
+        FAIL("c.jsonl was accepted");
+    } catch (const input_error & e) {
+        CHECK(std::string(e.what()).find("c.jsonl:4: field n_gen must be in") != std::string::npos);
+    }
     auto error_of = [&](const std::string & text) {
         std::ofstream(dir / "x.json") << text;
         try {
@@ -276,6 +289,8 @@ TEST_CASE("read_llama_bench: llama-bench's json layout, jsonl, and bad files") {
     CHECK(error_of("3").find("array") != std::string::npos);
     auto j = nlohmann::json::parse(read_text(k_data));
     j[4].erase("n_depth");
+    CHECK(error_of(j.dump()).find("entry 4: field n_depth is missing") != std::string::npos);
+    j[4]["_line"] = 7;   // not the readers' own: a -o json file's errors still name the entry
     CHECK(error_of(j.dump()).find("entry 4: field n_depth is missing") != std::string::npos);
     j = nlohmann::json::parse(read_text(k_data));
     j[1]["avg_ns"] = "fast";

@@ -180,8 +180,18 @@ std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw input_error(path, 0, "", "is empty (no llama-bench results)");
     json j;
     try {
-        if (looks_like_llama_bench_markdown(text)) j = llama_bench_markdown_to_json(text, path);
-        else j = parse_json_bounded(text);
+        if (looks_like_llama_bench_markdown(text)) {
+            j = llama_bench_markdown_to_json(text, path);
+        } else {
+            j = parse_json_bounded(text);
+            // "_line" is the readers' own (markdown rows, JSONL lines): a file's "_line" would misname its errors
+            if (j.is_object()) j.erase("_line");
+            if (j.is_array()) {
+                for (auto & o : j) {
+                    if (o.is_object()) o.erase("_line");
+                }
+            }
+        }
     } catch (const json::parse_error & e) {
         // -o jsonl: one object per line
         j = json::array();
@@ -192,7 +202,9 @@ std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
             ++n;
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
             try {
-                j.push_back(parse_json_bounded(line));
+                json o = parse_json_bounded(line);
+                if (o.is_object()) o["_line"] = n;   // its errors name the line, as a markdown row's do
+                j.push_back(std::move(o));
             } catch (const json_refused & le) {   // too deep, a key twice, a number like 1e400
                 throw input_error(path, n, "", fmt::format("not a llama-bench result: {}", le.what()));
             } catch (const json::exception & le) {
