@@ -107,6 +107,22 @@ TEST_CASE("llama-bench files: out-of-range fields are refused by name, not wrapp
         std::ofstream(dir / "g.json") << j.dump();
         CHECK(bench_error(dir / "g.json").find("n_gen is 0") != std::string::npos);
     }
+    {
+        // 256 sequences x 4000 steps fit the token caps and replayed for 8 minutes (hostile check, session 30);
+        // 64 sequences x 1000 steps (about 0.2 s) and 256 x 1000 (3 s) are still taken
+        auto many = [&](int n_seq, int n_gen) {
+            auto j = json::parse(read_text(k_data));
+            j[0]["n_seq"] = n_seq;
+            j[0]["n_gen"] = n_gen;
+            j[0]["n_prompt"] = 0;
+            j[0]["n_depth"] = 0;
+            std::ofstream(dir / "m.json") << j.dump();
+            return bench_error(dir / "m.json");
+        };
+        CHECK(many(256, 4000).find("entry 0: field n_gen is too long for 256 sequences decoding together") != std::string::npos);
+        CHECK(many(64, 1000).empty());
+        CHECK(many(256, 1000).empty());
+    }
 
     std::ofstream(dir / "empty.json") << "";
     CHECK(bench_error(dir / "empty.json").find("is empty") != std::string::npos);

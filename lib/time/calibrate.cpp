@@ -59,6 +59,8 @@ double int_field(const json & o, const entry_ref & e, const char * name, double 
 // llama-bench -d 1048576 and runs in seconds.
 constexpr double k_max_bench_tokens = 1 << 20;
 constexpr double k_u32 = 4294967295.0;
+// K/V tiles x sequences the tiled-path count visits over one result's decode steps: about 7 s of replay (2^31)
+constexpr double k_max_tile_visits = 2147483648.0;
 
 std::string string_field(const json & o, const entry_ref & e, const char * name) {
     const json & v = field(o, e, name);
@@ -106,6 +108,15 @@ llama_bench_row parse_point(const json & o, const std::string & file, size_t ind
     }
     if ((double) p.n_seq * (p.n_prompt + p.n_gen + p.n_depth) > k_max_bench_tokens) {
         bad_field(e, "n_seq", std::to_string(p.n_seq), fmt::format("times the tokens per sequence exceeds {:.0f} tokens", k_max_bench_tokens));
+    }
+    // a decode step of 64+ sequences takes ggml's tiled path, whose replay walks K/V tiles x sequences every step
+    // (ubatch_tiled_cells): quadratic in n_gen. 256 sequences x 4000 steps, within the token caps, replayed for 8 min
+    const double seqs = p.seqs_generating();
+    const double tile_visits = seqs < 64 ? 0 : p.n_gen * seqs * (p.n_seq * ((double) p.n_prompt + p.n_gen + p.n_depth) / 64);
+    if (tile_visits > k_max_tile_visits) {
+        bad_field(e, "n_gen", fmt::format("{} x {} sequences", p.n_gen, p.seqs_generating()),
+                  fmt::format("is too long for {} sequences decoding together: n_gen x sequences x cells / 64 = {:.3g}, over the "
+                              "{:.3g} kvsim calibrate replays per result", p.seqs_generating(), tile_visits, k_max_tile_visits));
     }
     const auto optional_text = [&](const char * name) {
         if (!o.contains(name)) return std::string();
