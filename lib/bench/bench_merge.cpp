@@ -98,10 +98,12 @@ void check_one_thread_probe(const sweep_config & c, const run_limit & l, const s
                                       "only CPU runs with more threads measure it (0 otherwise)",
                                       name, where, l.read_gbs_one_thread, c.backend, c.threads));
     }
+    // no lower bound: on a loaded host a run's probe can be far below its one-thread probe (2 threads 4.2 GB/s beside
+    // 69 GB/s with one, measured under ctest -j2); above 4x per thread it is no measurement
     const double ratio = l.read_gbs / l.read_gbs_one_thread;
-    if (!(ratio >= 0.1 && ratio <= 4.0 * c.threads)) {
+    if (!(ratio > 0.0 && ratio <= 4.0 * c.threads)) {
         throw usage_error(fmt::format("kvbench merge: {}: {}: read_gbs {} is x{:.3g} read_gbs_one_thread {}; a run's "
-                                      "probe is 0.1 to 4 x threads ({}) times its one-thread probe",
+                                      "probe is at most 4 x threads ({}) times its one-thread probe",
                                       name, where, l.read_gbs, ratio, l.read_gbs_one_thread, c.threads));
     }
 }
