@@ -98,4 +98,9 @@ TEST_CASE("thread pool runs every task once and propagates exceptions") {
         pool.parallel_for(7, [&](int64_t i, int) { sum += i; });
     }
     CHECK(sum.load() == 2000 * 21);
+    // more threads than CPUs: nobody polls (a polling thread took the core of one still working: 64 threads on 2
+    // CPUs ran 20x slower a call, hostile check of session 31)
+    thread_pool over((int) std::thread::hardware_concurrency() + 1);
+    CHECK(over.spin_limit_us() == 0);
+    CHECK(thread_pool(1).spin_limit_us() == thread_pool::spin_us);
 }

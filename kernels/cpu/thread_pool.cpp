@@ -1,7 +1,12 @@
 #include "cpu/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <thread>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #include <string>
 #include <system_error>
 
@@ -17,10 +22,20 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls done() for up to thread_pool::spin_us; true when it became true. The clock is read every 64 polls.
+// CPUs this process may run on (its affinity mask; hardware_concurrency where that is unknown).
+int usable_cpus() {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+    return (int) std::max(1u, std::thread::hardware_concurrency());
+}
+
+// Polls done() for up to us microseconds; true when it became true. The clock is read every 64 polls.
 template <class F>
-bool spin_until(F && done) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(thread_pool::spin_us);
+bool spin_until(int us, F && done) {
+    if (us <= 0) return done();
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
     for (;;) {
         for (int i = 0; i < 64; ++i) {
             if (done()) return true;
@@ -32,7 +47,8 @@ bool spin_until(F && done) {
 
 }  // namespace
 
-thread_pool::thread_pool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+thread_pool::thread_pool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), spin_us_(n_threads_ <= usable_cpus() ? spin_us : 0) {
     try {
         for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
     } catch (const std::system_error & e) {
@@ -71,7 +87,7 @@ void thread_pool::drain(int thread) {
 void thread_pool::worker(int thread) {
     uint64_t seen = 0;
     for (;;) {
-        spin_until([&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; });
+        spin_until(spin_us_, [&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen; });
         {
             // the call's fields were written under mu_: take it once, whether the spin saw the call or not
             std::unique_lock<std::mutex> lk(mu_);
@@ -106,7 +122,7 @@ void thread_pool::parallel_for(int64_t n_tasks, const std::function<void(int64_t
     }
     cv_start_.notify_all();
     drain(0);
-    spin_until([&] { return busy_.load(std::memory_order_acquire) == 0; });
+    spin_until(spin_us_, [&] { return busy_.load(std::memory_order_acquire) == 0; });
     std::unique_lock<std::mutex> lk(mu_);
     cv_done_.wait(lk, [&] { return busy_ == 0; });
     fn_ = nullptr;

@@ -20,8 +20,10 @@ class thread_pool {
 public:
     // n_threads >= 1 (values < 1 are treated as 1).
     explicit thread_pool(int n_threads);
-    // How long an idle thread keeps polling for the next call before it sleeps.
+    // How long an idle thread keeps polling for the next call before it sleeps; 0 when the pool has more threads than
+    // the process may run at once (a polling thread would then take a core from one that still works).
     static constexpr int spin_us = 200;
+    int spin_limit_us() const { return spin_us_; }
     ~thread_pool();
     thread_pool(const thread_pool &) = delete;
     thread_pool & operator=(const thread_pool &) = delete;
@@ -37,6 +39,7 @@ private:
     void drain(int thread);
 
     int n_threads_;
+    int spin_us_ = 0;
     std::vector<std::thread> workers_;
     std::mutex mu_;
     std::condition_variable cv_start_, cv_done_;
