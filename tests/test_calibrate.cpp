@@ -273,6 +273,24 @@ TEST_CASE("read_llama_bench: llama-bench's json layout, jsonl, and bad files") {
     } catch (const input_error & e) {
         CHECK(std::string(e.what()).find("c.jsonl:4: field n_gen must be in") != std::string::npos);
     }
+    const auto jsonl_error = [&](const std::string & text) {
+        std::ofstream(dir / "d.jsonl") << text;
+        try {
+            read_llama_bench(dir / "d.jsonl");
+        } catch (const input_error & e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    };
+    {
+        // a line that is no object, and a file of one result after blank lines, name their line (hostile check, session 31)
+        auto j = nlohmann::json::parse(read_text(k_data));
+        CHECK(jsonl_error(j[0].dump() + "\n" + j[1].dump() + "\n42\n").find("d.jsonl:3: ") != std::string::npos);
+        CHECK(jsonl_error(j[0].dump() + "\n[" + j[1].dump() + "]\n").find("d.jsonl:2: ") != std::string::npos);
+        j[0]["n_gen"] = -5;
+        CHECK(jsonl_error("\n\r\n" + j[0].dump() + "\n").find("d.jsonl:3: field n_gen") != std::string::npos);
+        CHECK(jsonl_error(j[0].dump(2)).find("entry 0: field n_gen") != std::string::npos);   // pretty-printed: no line
+    }
     auto error_of = [&](const std::string & text) {
         std::ofstream(dir / "x.json") << text;
         try {
@@ -285,7 +303,7 @@ TEST_CASE("read_llama_bench: llama-bench's json layout, jsonl, and bad files") {
     CHECK(error_of("hello").find("not JSON") != std::string::npos);
     CHECK(error_of("[]").find("no llama-bench results") != std::string::npos);
     // one object is the one line of a -o jsonl file with one test: read as a result, refused by its missing fields
-    CHECK(error_of("{\"a\": 1}").find("entry 0: field") != std::string::npos);
+    CHECK(error_of("{\"a\": 1}").find("x.json:1: field") != std::string::npos);   // one line: named by it
     CHECK(error_of("3").find("array") != std::string::npos);
     auto j = nlohmann::json::parse(read_text(k_data));
     j[4].erase("n_depth");

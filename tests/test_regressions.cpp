@@ -219,6 +219,10 @@ TEST_CASE("atomic_file writes a FIFO, a pipe reached through /proc and /dev/null
     }
     // a kernel file under /proc is no output: refused when opened (exit 2), not after the work at the first write
     CHECK_THROWS_WITH_AS(atomic_file("/proc/version"), "cannot write /proc/version: a /proc file, not an output", usage_error);
+    // ... also through a link (hostile check, session 31)
+    const fs::path link = scratch_dir("proc_link") / "v.json";
+    fs::create_symlink("/proc/version", link);
+    CHECK_THROWS_WITH_AS(atomic_file(link.string()), doctest::Contains("a /proc file, not an output"), usage_error);
 }
 
 // ---- bad-input run: `kvsim inspect /dev/zero` never finished ----

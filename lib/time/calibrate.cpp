@@ -186,6 +186,22 @@ std::string llama_bench_row::test_name() const {
     return s;
 }
 
+namespace {
+// The 1-based line of the one non-blank line of text; 0 when there are several (a pretty-printed object).
+long only_line(const std::string & text) {
+    long n = 0, found = 0;
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        ++n;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        if (found) return 0;
+        found = n;
+    }
+    return found;
+}
+}  // namespace
+
 std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
     const std::string text = read_small_file(path, "llama-bench file");
     if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw input_error(path, 0, "", "is empty (no llama-bench results)");
@@ -196,7 +212,10 @@ std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
         } else {
             j = parse_json_bounded(text);
             // "_line" is the readers' own (markdown rows, JSONL lines): a file's "_line" would misname its errors
-            if (j.is_object()) j.erase("_line");
+            if (j.is_object()) {
+                j.erase("_line");
+                if (const long line = only_line(text); line > 0) j["_line"] = line;   // -o jsonl of one test
+            }
             if (j.is_array()) {
                 for (auto & o : j) {
                     if (o.is_object()) o.erase("_line");
@@ -214,7 +233,10 @@ std::vector<llama_bench_row> read_llama_bench(const std::string & path) {
             if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
             try {
                 json o = parse_json_bounded(line);
-                if (o.is_object()) o["_line"] = n;   // its errors name the line, as a markdown row's do
+                if (!o.is_object()) {
+                    throw input_error(path, n, line.substr(0, 40), "not a llama-bench result: a line of -o jsonl holds one JSON object");
+                }
+                o["_line"] = n;   // its errors name the line, as a markdown row's do
                 j.push_back(std::move(o));
             } catch (const json_refused & le) {   // too deep, a key twice, a number like 1e400
                 throw input_error(path, n, "", fmt::format("not a llama-bench result: {}", le.what()));

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <streambuf>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 namespace kvsim {
@@ -71,6 +72,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr long k_proc_super_magic = 0x9fa0;   // linux/magic.h PROC_SUPER_MAGIC: the file system of /proc
+
 struct write_plan {
     std::string target;   // the file the bytes go to
     bool direct;          // write target in place instead of temp + rename
@@ -106,13 +109,7 @@ fs::path resolve_links(const std::string & path, bool & via_proc) {
 write_plan plan_write(const std::string & path) {
     bool via_proc = false;
     const fs::path p = resolve_links(path, via_proc);
-    if (via_proc) {
-        // /dev/stdout, /dev/fd/N, /proc/self/fd/N are links to files already open; a plain /proc file
-        // (/proc/version) is the kernel's, and would fail only at the first write, after all the work
-        std::error_code ec;
-        if (!fs::is_symlink(fs::symlink_status(path, ec))) throw usage_error("cannot write " + path + ": a /proc file, not an output");
-        return {path, true};
-    }
+    if (via_proc) return {path, true};
     struct stat st {};
     if (::stat(p.c_str(), &st) == 0) {
         if (S_ISDIR(st.st_mode)) throw usage_error("cannot write " + path + ": is a directory");
@@ -132,6 +129,13 @@ atomic_file::atomic_file(std::string path) : path_(std::move(path)), out_(nullpt
     const int flags = O_WRONLY | O_CLOEXEC | (w.direct ? O_APPEND : O_CREAT | O_TRUNC);
     const int fd = ::open(w.direct ? target_.c_str() : tmp_.c_str(), flags, 0666);
     if (fd < 0) throw usage_error("cannot write " + path_ + ": " + std::strerror(errno));
+    // a kernel file under /proc (/proc/version, or reached by a link or an inherited descriptor) opens for writing
+    // as root and fails only at the first write, after all the work: refused now, whatever led to it
+    struct statfs fs_info {};
+    if (::fstatfs(fd, &fs_info) == 0 && fs_info.f_type == k_proc_super_magic) {
+        ::close(fd);
+        throw usage_error("cannot write " + path_ + ": a /proc file, not an output");
+    }
     buf_ = std::make_unique<detail::fd_streambuf>(fd);
     out_.rdbuf(buf_.get());
 }

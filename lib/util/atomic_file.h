@@ -7,7 +7,7 @@
 // - a device, FIFO or socket (/dev/null, /dev/full, a named pipe), or an already open file
 //   reached through /proc (/dev/stdout, /dev/fd/N): no rename, the bytes are written directly
 //   (renaming onto such a node would replace it with a regular file). Such writes are not atomic.
-// - any other name inside /proc (/proc/version): refused, a usage error when the file is opened.
+// - a file of /proc itself (/proc/version, also through a link or /dev/fd/N): refused when opened (usage error).
 #pragma once
 
 #include <memory>
