@@ -223,6 +223,17 @@ TEST_CASE("atomic_file writes a FIFO, a pipe reached through /proc and /dev/null
     const fs::path link = scratch_dir("proc_link") / "v.json";
     fs::create_symlink("/proc/version", link);
     CHECK_THROWS_WITH_AS(atomic_file(link.string()), doctest::Contains("a /proc file, not an output"), usage_error);
+    CHECK_THROWS_WITH_AS(atomic_file::check(link.string()), doctest::Contains("a /proc file, not an output"), usage_error);
+    // check() leaves nothing behind; a valid name of 250 bytes is written (its NAME.tmp-PID was too long)
+    const fs::path long_name = link.parent_path() / std::string(250, 'a');
+    atomic_file::check(long_name.string());
+    CHECK(std::distance(fs::directory_iterator(link.parent_path()), fs::directory_iterator()) == 1);   // the link only
+    {
+        atomic_file f(long_name.string());
+        f.out() << "x";
+        f.commit();
+    }
+    CHECK(fs::file_size(long_name) == 1);
 }
 
 // ---- bad-input run: `kvsim inspect /dev/zero` never finished ----

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <optional>
 #include <fmt/format.h>
 
 namespace kvsim {
@@ -79,9 +78,8 @@ int calibrate_cli::run(std::ostream & term) {
         }
     }
     if (predict && !out.empty()) throw usage_error("--predict fits nothing, so there is no profile to write with -o");
-    // opened now (a temporary name until the fit is written): a bad -o is reported before a fit of minutes
-    std::optional<atomic_file> out_file;
-    if (!out.empty()) out_file.emplace(out);
+    // a bad -o is reported before a fit of minutes (checked, not kept open: an interrupted fit leaves no file)
+    if (!out.empty()) atomic_file::check(out);
     // every file is read and checked before any work or output
     std::vector<llama_bench_row> points;
     for (const auto & f : files) {
@@ -159,8 +157,9 @@ int calibrate_cli::run(std::ostream & term) {
     if (out.empty()) {
         term << j.dump(2) << '\n';
     } else {
-        out_file->out() << j.dump(2) << '\n';
-        out_file->commit();
+        atomic_file f(out);
+        f.out() << j.dump(2) << '\n';
+        f.commit();
         term << "kvsim: wrote " << out << '\n';
     }
     return EXIT_OK;

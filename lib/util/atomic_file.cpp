@@ -118,24 +118,54 @@ write_plan plan_write(const std::string & path) {
     return {p.string(), false};
 }
 
+// The temporary name beside target: NAME.tmp-PID, or .kvsim.tmp-PID when that would pass the 255-byte limit on
+// a name (a valid 250-byte NAME was "File name too long").
+std::string tmp_name(const std::string & target) {
+    const std::string suffix = ".tmp-" + std::to_string(getpid());
+    const fs::path t = target;
+    if (t.filename().string().size() + suffix.size() <= 255) return target + suffix;
+    return (t.parent_path() / (".kvsim" + suffix)).string();
+}
+
+// Refuses a descriptor open on /proc's own file system: a kernel file (/proc/version, or one reached by a link or an
+// inherited descriptor) opens for writing as root and fails only at the first write, after all the work.
+void refuse_proc(int fd, const std::string & path) {
+    struct statfs fs_info {};
+    if (::fstatfs(fd, &fs_info) == 0 && fs_info.f_type == k_proc_super_magic) {
+        ::close(fd);
+        throw usage_error("cannot write " + path + ": a /proc file, not an output");
+    }
+}
+
 }  // namespace
+
+void atomic_file::check(const std::string & path) {
+    const write_plan w = plan_write(path);
+    if (w.direct) {
+        // not opened: a FIFO's reader would see the end of the file; statfs follows /dev/fd/N to the open file
+        struct statfs fs_info {};
+        if (::statfs(path.c_str(), &fs_info) == 0 && fs_info.f_type == k_proc_super_magic) {
+            throw usage_error("cannot write " + path + ": a /proc file, not an output");
+        }
+        return;
+    }
+    const std::string tmp = tmp_name(w.target);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_EXCL, 0666);
+    if (fd < 0) throw usage_error("cannot write " + path + ": " + std::strerror(errno));
+    ::close(fd);
+    std::remove(tmp.c_str());
+}
 
 atomic_file::atomic_file(std::string path) : path_(std::move(path)), out_(nullptr) {
     const write_plan w = plan_write(path_);
     target_ = w.target;
-    if (!w.direct) tmp_ = target_ + ".tmp-" + std::to_string(getpid());
+    if (!w.direct) tmp_ = tmp_name(target_);
     // Direct writes append: a FIFO or device ignores it, and a file reached through /dev/stdout
     // (`>>` in the shell) keeps what is already there instead of being overwritten from byte 0.
     const int flags = O_WRONLY | O_CLOEXEC | (w.direct ? O_APPEND : O_CREAT | O_TRUNC);
     const int fd = ::open(w.direct ? target_.c_str() : tmp_.c_str(), flags, 0666);
     if (fd < 0) throw usage_error("cannot write " + path_ + ": " + std::strerror(errno));
-    // a kernel file under /proc (/proc/version, or reached by a link or an inherited descriptor) opens for writing
-    // as root and fails only at the first write, after all the work: refused now, whatever led to it
-    struct statfs fs_info {};
-    if (::fstatfs(fd, &fs_info) == 0 && fs_info.f_type == k_proc_super_magic) {
-        ::close(fd);
-        throw usage_error("cannot write " + path_ + ": a /proc file, not an output");
-    }
+    refuse_proc(fd, path_);
     buf_ = std::make_unique<detail::fd_streambuf>(fd);
     out_.rdbuf(buf_.get());
 }

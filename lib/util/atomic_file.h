@@ -25,6 +25,10 @@ public:
     // Opens the temporary file (or PATH itself, see above) for writing; throws usage_error naming
     // the path if it cannot (a bad output path is the user's to fix: exit status 2).
     explicit atomic_file(std::string path);
+    // The checks of opening PATH, with nothing left behind: a command whose work takes long checks its output first
+    // (a temporary file created and removed; a direct target only examined, so a FIFO's reader sees no end).
+    // Throws usage_error as the constructor does.
+    static void check(const std::string & path);
     // Removes the temporary file unless commit() succeeded.
     ~atomic_file();
     atomic_file(const atomic_file &) = delete;
