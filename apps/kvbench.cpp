@@ -276,16 +276,16 @@ int main(int argc, char ** argv) {
         if (merge->parsed()) return run_merge_cmd(merge_in, merge_out, merge_format);
         if (cache->parsed()) return run_cache_cmd(cp);
     } catch (const option_error & e) {
-        std::cerr << "kvbench: error: " << said_in_flags(e, flags_of_fields()).what() << '\n';
+        std::cerr << "kvbench: error: " << escape_controls(said_in_flags(e, flags_of_fields()).what()) << '\n';
         return EXIT_BAD_INPUT;
     } catch (const input_error & e) {
-        std::cerr << "kvbench: error: " << e.what() << '\n';
+        std::cerr << "kvbench: error: " << escape_controls(e.what()) << '\n';
         return EXIT_BAD_INPUT;
     } catch (const usage_error & e) {
-        std::cerr << "kvbench: error: " << e.what() << '\n';
+        std::cerr << "kvbench: error: " << escape_controls(e.what()) << '\n';
         return EXIT_BAD_INPUT;
     } catch (const std::exception & e) {
-        std::cerr << "kvbench: error: " << e.what() << '\n';
+        std::cerr << "kvbench: error: " << escape_controls(e.what()) << '\n';
         return EXIT_FAILURE_INTERNAL;
     }
     return EXIT_OK;

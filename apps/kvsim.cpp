@@ -92,16 +92,16 @@ int main(int argc, char ** argv) {
         }
         if (convert->parsed()) {
             const size_t n = convert_trace(conv_in, conv_out, conv_to, conv_from, std::cerr, block_tokens);
-            std::cerr << "kvsim: wrote " << n << " requests to " << conv_out << '\n';
+            std::cerr << "kvsim: wrote " << n << " requests to " << escape_controls(conv_out) << '\n';
         }
     } catch (const input_error & e) {
-        std::cerr << "kvsim: error: " << e.what() << '\n';
+        std::cerr << "kvsim: error: " << escape_controls(e.what()) << '\n';
         return EXIT_BAD_INPUT;
     } catch (const usage_error & e) {
-        std::cerr << "kvsim: error: " << e.what() << '\n';
+        std::cerr << "kvsim: error: " << escape_controls(e.what()) << '\n';
         return EXIT_BAD_INPUT;
     } catch (const std::exception & e) {
-        std::cerr << "kvsim: error: " << e.what() << '\n';
+        std::cerr << "kvsim: error: " << escape_controls(e.what()) << '\n';
         return EXIT_FAILURE_INTERNAL;
     }
     return EXIT_OK;

@@ -159,6 +159,12 @@ TEST_CASE("kvsim calibrate -o onto an input is refused and the input is kept") {
         CHECK(r.err.find("cannot write " + bad) != std::string::npos);
         CHECK(r.out.find("held out") == std::string::npos);
     }
+    // control bytes of a path reach the terminal escaped, on one line (hostile check, session 31: ESC ] set the title)
+    r = run_kvsim("calibrate " + in + " --model llama-3.2-1b -o '" + (dir / "\x1b]0;x\x07\nno/p.json") + "'");
+    CHECK(r.rc == 2);
+    CHECK(lines_of(r.err).size() == 1);
+    CHECK(r.err.find("\\x1b]0;x\\x07\\nno/p.json") != std::string::npos);
+    CHECK(r.err.find('\x1b') == std::string::npos);
 }
 
 TEST_CASE("device profiles: numbers outside the physical range are refused by field") {

@@ -160,7 +160,7 @@ int calibrate_cli::run(std::ostream & term) {
         atomic_file f(out);
         f.out() << j.dump(2) << '\n';
         f.commit();
-        term << "kvsim: wrote " << out << '\n';
+        term << "kvsim: wrote " << escape_controls(out) << '\n';
     }
     return EXIT_OK;
 }

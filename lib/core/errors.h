@@ -17,6 +17,33 @@ inline bool c1_control_at(const std::string & s, size_t i) {
     return (unsigned char) s[i] == 0xc2 && i + 1 < s.size() && (unsigned char) s[i + 1] >= 0x80 && (unsigned char) s[i + 1] <= 0x9f;
 }
 
+// Control bytes in text we print would garble the terminal or hide the problem (`'4\r'` printed raw moves the
+// cursor; a file name with ESC ] sets the window title): shown as \r, \n, \t, \0 or \xNN, and so are the C1 controls
+// U+0080..U+009F (UTF-8 C2 80..C2 9F; U+009B is a terminal's CSI). Other bytes (UTF-8) pass through; a backslash
+// passes too, so escaping twice changes nothing.
+inline std::string escape_controls(const std::string & v) {
+    std::string out;
+    out.reserve(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+        const char ch = v[i];
+        const unsigned char c = (unsigned char) ch;
+        if (c1_control_at(v, i)) {
+            out += fmt::format("\\xc2\\x{:02x}", (unsigned char) v[++i]);
+            continue;
+        }
+        switch (c) {
+            case '\r': out += "\\r"; break;
+            case '\n': out += "\\n"; break;
+            case '\t': out += "\\t"; break;
+            case '\0': out += "\\0"; break;
+            default:
+                if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+                else out += ch;
+        }
+    }
+    return out;
+}
+
 // A problem in a file the user handed us: names the file, the 1-based line (0 = whole file)
 // and the offending value. what() is the full human-readable message; control bytes in the value
 // are escaped there (value() keeps them raw).
@@ -36,31 +63,7 @@ private:
                            value.empty() ? std::string() : fmt::format(" (value '{}')", escape(value)));
     }
 
-    // Control bytes in a value would garble the terminal or hide the problem (`'4\r'` printed
-    // raw moves the cursor): shown as \r, \n, \t, \0 or \xNN, and so are the C1 controls U+0080..U+009F
-    // (UTF-8 C2 80..C2 9F; U+009B is a terminal's CSI). Other bytes (UTF-8) pass through.
-    static std::string escape(const std::string & v) {
-        std::string out;
-        out.reserve(v.size());
-        for (size_t i = 0; i < v.size(); ++i) {
-            const char ch = v[i];
-            const unsigned char c = (unsigned char) ch;
-            if (c1_control_at(v, i)) {
-                out += fmt::format("\\xc2\\x{:02x}", (unsigned char) v[++i]);
-                continue;
-            }
-            switch (c) {
-                case '\r': out += "\\r"; break;
-                case '\n': out += "\\n"; break;
-                case '\t': out += "\\t"; break;
-                case '\0': out += "\\0"; break;
-                default:
-                    if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-                    else out += ch;
-            }
-        }
-        return out;
-    }
+    static std::string escape(const std::string & v) { return escape_controls(v); }
 
     std::string file_;
     long line_;
