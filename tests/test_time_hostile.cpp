@@ -123,6 +123,33 @@ TEST_CASE("llama-bench files: out-of-range fields are refused by name, not wrapp
         CHECK(many(64, 1000).empty());
         CHECK(many(256, 1000).empty());
     }
+}
+
+TEST_CASE("kvsim calibrate bounds the cells all its results replay, --predict too") {
+    // shapes that replayed for 39-70 s each, or that many results of added up to minutes (hostile check, session 31)
+    scratch_dir dir("hostile-replay-cells");
+    const auto result = [&](const json & edit) {
+        auto j = json::parse(read_text(k_data))[0];
+        j.update(edit);
+        return j;
+    };
+    const auto rc_err = [&](const json & results) {
+        std::ofstream(dir / "r.json") << results.dump();
+        return run_kvsim("calibrate " + (dir / "r.json") + " --model llama-3.2-1b --predict");
+    };
+    const json long_prompt = result({{"n_prompt", 1048576}, {"n_gen", 0}, {"n_depth", 0}, {"n_batch", 64}, {"n_ubatch", 64}});
+    const json one_of_two = result({{"n_seq", 2}, {"n_seq_gen", 1}, {"n_depth", 262144}, {"n_gen", 65536}, {"n_prompt", 0}});
+    const json tiled = result({{"n_seq", 64}, {"n_gen", 5792}, {"n_prompt", 0}, {"n_depth", 0}});
+    for (const json & r : {json::array({long_prompt}), json::array({one_of_two}), json::array({tiled, tiled})}) {
+        const auto out = rc_err(r);
+        CHECK(out.rc == 2);
+        CHECK(lines_of(out.err).size() == 1);
+        CHECK(out.err.find("more than the 4.29e+09 kvsim calibrate replays in all") != std::string::npos);
+    }
+    // a shorter one alone is taken (64 sequences x 1000 steps: about 0.2 s)
+    CHECK(rc_err(json::array({result({{"n_seq", 64}, {"n_gen", 1000}, {"n_prompt", 0}, {"n_depth", 0}})})).rc == 0);
+    // a deep single sequence walks nothing per step: tg128 at depth 10^6 is taken
+    CHECK(rc_err(json::array({result({{"n_prompt", 0}, {"n_gen", 128}, {"n_depth", 1000000}})})).rc == 0);
 
     std::ofstream(dir / "empty.json") << "";
     CHECK(bench_error(dir / "empty.json").find("is empty") != std::string::npos);

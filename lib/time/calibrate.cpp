@@ -565,10 +565,39 @@ struct checked_rows {
     std::vector<const weight_file_type *> ft;
     std::vector<const model_shape *> ms;
 };
+// Cells the replay of one result touches (bench_row_ubatches), an upper bound: its cache's cells (weighted 8: building
+// a cell costs about 8 walked ones) and, per timed ubatch, the cells up to n_kv that the step-time counts walk
+// (ubatch_tiled_cells for 64+ tokens, with K/V tiles x sequences; ubatch_split_kv_visible for a 1-token step in a
+// cache of several sequences). Measured (AMD EPYC, 2 cores): 2-4.5 ns per walked cell, 20 ns per cache cell.
+double replay_cells(const llama_bench_row & p) {
+    const double seqs = p.n_seq, gen_seqs = p.seqs_generating();
+    const double ctx = std::max<double>(p.n_ctx, seqs * ((double) p.n_depth + p.n_prompt + p.n_gen));
+    const double ub = std::max<uint32_t>(1, std::min(p.n_ubatch, p.n_batch));
+    const double prompt_ubatches = std::ceil(seqs * p.n_prompt / ub);
+    const double prompt_kv = seqs * (p.n_depth + p.n_prompt / 2.0);
+    const double prompt = prompt_ubatches * prompt_kv * (1 + std::min(ub, seqs) / 64);
+    const double gen_kv = seqs * ((double) p.n_depth + p.n_prompt) + gen_seqs * p.n_gen / 2.0;
+    const double gen = seqs < 2 ? 0 : p.n_gen * std::ceil(gen_seqs / ub) * gen_kv * (1 + std::min(ub, gen_seqs) / 64);
+    return 8 * ctx + prompt + gen;
+}
+
+// All the results one command replays: about 10-20 s (2^32 cells). Files of many large results ran for minutes
+// (one result of n_prompt 2^20 at -ub 64: 39 s; 2 sequences, 1 decoding, n_gen 65536 at depth 262144: 70 s).
+constexpr double k_max_replay_cells = 4294967296.0;
+
 checked_rows check_rows(const std::vector<llama_bench_row> & points, const std::vector<model_shape> & models,
                         const weight_file_type * weights, calibration_result & r) {
     if (points.empty()) throw usage_error("kvsim calibrate: no llama-bench results");
     if (models.empty()) throw usage_error("kvsim calibrate: no model to match the results to");
+    double cells = 0;
+    for (const auto & p : points) {
+        if ((cells += replay_cells(p)) > k_max_replay_cells) {
+            throw input_error(p.file, p.line, p.test_name(),
+                              fmt::format("{}the results up to this one replay about {:.3g} cache cells (cells built and walked per "
+                                          "timed ubatch), more than the {:.3g} kvsim calibrate replays in all; give fewer or shorter results",
+                                          p.line > 0 ? "" : fmt::format("entry {}: ", p.index), cells, k_max_replay_cells));
+        }
+    }
     checked_rows v;
     for (const auto & p : points) {
         const weight_file_type & ft = bench_weight_type(p, weights);
