@@ -234,6 +234,35 @@ TEST_CASE("atomic_file writes a FIFO, a pipe reached through /proc and /dev/null
         f.commit();
     }
     CHECK(fs::file_size(long_name) == 1);
+    // two long names in one folder: their temporary names differ (a shared .kvsim.tmp-PID mixed two outputs)
+    {
+        const fs::path b = link.parent_path() / std::string(250, 'b'), c = link.parent_path() / std::string(250, 'c');
+        atomic_file fb(b.string()), fc(c.string());
+        fb.out() << "bb";
+        fc.out() << "ccc";
+        fb.commit();
+        fc.commit();
+        CHECK(fs::file_size(b) == 2);
+        CHECK(fs::file_size(c) == 3);
+    }
+    // a descriptor that is not open, and one open on a directory: refused up front
+    CHECK_THROWS_AS(atomic_file::check("/proc/self/fd/987"), usage_error);
+    // a file the shell opened (`-o /dev/stdout > file`) is written at the shell's offset, not over what it holds
+    {
+        const fs::path f = link.parent_path() / "shell.txt";
+        const int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        REQUIRE(fd >= 0);
+        REQUIRE(::write(fd, "A", 1) == 1);
+        {
+            atomic_file a("/proc/self/fd/" + std::to_string(fd));
+            a.out() << "B";
+            a.commit();
+        }
+        REQUIRE(::write(fd, "C", 1) == 1);
+        ::close(fd);
+        std::ifstream in(f);
+        CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "ABC");
+    }
 }
 
 // ---- bad-input run: `kvsim inspect /dev/zero` never finished ----

@@ -154,11 +154,13 @@ int calibrate_cli::run(std::ostream & term) {
                                                     d.extra_pass_s_per_byte * 1e12, d.repack_rows, d.unpacked_s_per_param_row * 1e12,
                                                     d.attn_s_per_scanned_cell * 1e9)
                                       : "");
+    // a results file's name that is not UTF-8 is written with U+FFFD (nlohmann's strict dump threw after the fit)
+    const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
     if (out.empty()) {
-        term << j.dump(2) << '\n';
+        term << text << '\n';
     } else {
         atomic_file f(out);
-        f.out() << j.dump(2) << '\n';
+        f.out() << text << '\n';
         f.commit();
         term << "kvsim: wrote " << escape_controls(out) << '\n';
     }

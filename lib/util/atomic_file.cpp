@@ -2,6 +2,7 @@
 
 #include "core/errors.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -109,7 +110,7 @@ fs::path resolve_links(const std::string & path, bool & via_proc) {
 write_plan plan_write(const std::string & path) {
     bool via_proc = false;
     const fs::path p = resolve_links(path, via_proc);
-    if (via_proc) return {path, true};
+    if (via_proc) return {p.string(), true};
     struct stat st {};
     if (::stat(p.c_str(), &st) == 0) {
         if (S_ISDIR(st.st_mode)) throw usage_error("cannot write " + path + ": is a directory");
@@ -118,13 +119,30 @@ write_plan plan_write(const std::string & path) {
     return {p.string(), false};
 }
 
-// The temporary name beside target: NAME.tmp-PID, or .kvsim.tmp-PID when that would pass the 255-byte limit on
-// a name (a valid 250-byte NAME was "File name too long").
+// The temporary name beside target: NAME.tmp-PID, or .kvsim.tmp-PID-N (N counts this process's such names: several
+// outputs of one run share the folder) when NAME.tmp-PID would pass the 255-byte limit on a name.
 std::string tmp_name(const std::string & target) {
+    static std::atomic<unsigned> n_short{0};
     const std::string suffix = ".tmp-" + std::to_string(getpid());
     const fs::path t = target;
     if (t.filename().string().size() + suffix.size() <= 255) return target + suffix;
-    return (t.parent_path() / (".kvsim" + suffix)).string();
+    return (t.parent_path() / (".kvsim" + suffix + "-" + std::to_string(n_short++))).string();
+}
+
+// The descriptor N of /proc/self/fd/N (or /proc/PID/fd/N of this process) when it is open for writing, else -1:
+// `-o /dev/stdout > file` wrote through a new descriptor at offset 0, and the report on standard output then
+// overwrote the profile; a duplicate shares the shell's file offset.
+int inherited_fd(const std::string & path) {
+    std::error_code ec;
+    const fs::path p = path;
+    const std::string dir = fs::weakly_canonical(fs::absolute(p, ec).parent_path(), ec).string();
+    if (ec || dir != "/proc/" + std::to_string(getpid()) + "/fd") return -1;
+    const std::string name = p.filename().string();
+    if (name.empty() || name.size() > 9 || name.find_first_not_of("0123456789") != std::string::npos) return -1;
+    const int n = std::stoi(name);
+    const int fl = ::fcntl(n, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) return -1;
+    return ::fcntl(n, F_DUPFD_CLOEXEC, 0);
 }
 
 // Refuses a descriptor open on /proc's own file system: a kernel file (/proc/version, or one reached by a link or an
@@ -142,15 +160,19 @@ void refuse_proc(int fd, const std::string & path) {
 void atomic_file::check(const std::string & path) {
     const write_plan w = plan_write(path);
     if (w.direct) {
-        // not opened: a FIFO's reader would see the end of the file; statfs follows /dev/fd/N to the open file
+        // not opened: a FIFO's reader would see the end of the file; stat and statfs follow /dev/fd/N to the open file
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0) throw usage_error("cannot write " + path + ": " + std::strerror(errno));
+        if (S_ISDIR(st.st_mode)) throw usage_error("cannot write " + path + ": is a directory");
         struct statfs fs_info {};
         if (::statfs(path.c_str(), &fs_info) == 0 && fs_info.f_type == k_proc_super_magic) {
             throw usage_error("cannot write " + path + ": a /proc file, not an output");
         }
         return;
     }
+    if (fs::path(w.target).filename().string().size() > 255) throw usage_error("cannot write " + path + ": " + std::strerror(ENAMETOOLONG));
     const std::string tmp = tmp_name(w.target);
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_EXCL, 0666);
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC | O_CREAT | O_TRUNC, 0666);
     if (fd < 0) throw usage_error("cannot write " + path + ": " + std::strerror(errno));
     ::close(fd);
     std::remove(tmp.c_str());
@@ -163,7 +185,8 @@ atomic_file::atomic_file(std::string path) : path_(std::move(path)), out_(nullpt
     // Direct writes append: a FIFO or device ignores it, and a file reached through /dev/stdout
     // (`>>` in the shell) keeps what is already there instead of being overwritten from byte 0.
     const int flags = O_WRONLY | O_CLOEXEC | (w.direct ? O_APPEND : O_CREAT | O_TRUNC);
-    const int fd = ::open(w.direct ? target_.c_str() : tmp_.c_str(), flags, 0666);
+    int fd = w.direct ? inherited_fd(target_) : -1;
+    if (fd < 0) fd = ::open(w.direct ? target_.c_str() : tmp_.c_str(), flags, 0666);
     if (fd < 0) throw usage_error("cannot write " + path_ + ": " + std::strerror(errno));
     refuse_proc(fd, path_);
     buf_ = std::make_unique<detail::fd_streambuf>(fd);
