@@ -145,14 +145,11 @@ int inherited_fd(const std::string & path) {
     return ::fcntl(n, F_DUPFD_CLOEXEC, 0);
 }
 
-// Refuses a descriptor open on /proc's own file system: a kernel file (/proc/version, or one reached by a link or an
-// inherited descriptor) opens for writing as root and fails only at the first write, after all the work.
-void refuse_proc(int fd, const std::string & path) {
-    struct statfs fs_info {};
-    if (::fstatfs(fd, &fs_info) == 0 && fs_info.f_type == k_proc_super_magic) {
-        ::close(fd);
-        throw usage_error("cannot write " + path + ": a /proc file, not an output");
-    }
+// Refuses a file on /proc's own file system (statfs of the name, or fstatfs of an open descriptor, succeeded into
+// fs_info): a kernel file (/proc/version, or one reached by a link or an inherited descriptor) opens for writing as
+// root and fails only at the first write, after all the work.
+void refuse_proc(bool got, const struct statfs & fs_info, const std::string & path) {
+    if (got && fs_info.f_type == k_proc_super_magic) throw usage_error("cannot write " + path + ": a /proc file, not an output");
 }
 
 }  // namespace
@@ -165,9 +162,7 @@ void atomic_file::check(const std::string & path) {
         if (::stat(path.c_str(), &st) != 0) throw usage_error("cannot write " + path + ": " + std::strerror(errno));
         if (S_ISDIR(st.st_mode)) throw usage_error("cannot write " + path + ": is a directory");
         struct statfs fs_info {};
-        if (::statfs(path.c_str(), &fs_info) == 0 && fs_info.f_type == k_proc_super_magic) {
-            throw usage_error("cannot write " + path + ": a /proc file, not an output");
-        }
+        refuse_proc(::statfs(path.c_str(), &fs_info) == 0, fs_info, path);
         return;
     }
     if (fs::path(w.target).filename().string().size() > 255) throw usage_error("cannot write " + path + ": " + std::strerror(ENAMETOOLONG));
@@ -188,8 +183,9 @@ atomic_file::atomic_file(std::string path) : path_(std::move(path)), out_(nullpt
     int fd = w.direct ? inherited_fd(target_) : -1;
     if (fd < 0) fd = ::open(w.direct ? target_.c_str() : tmp_.c_str(), flags, 0666);
     if (fd < 0) throw usage_error("cannot write " + path_ + ": " + std::strerror(errno));
-    refuse_proc(fd, path_);
-    buf_ = std::make_unique<detail::fd_streambuf>(fd);
+    buf_ = std::make_unique<detail::fd_streambuf>(fd);   // owns fd from here: a refusal below closes it
+    struct statfs fs_info {};
+    refuse_proc(::fstatfs(fd, &fs_info) == 0, fs_info, path_);
     out_.rdbuf(buf_.get());
 }
 
