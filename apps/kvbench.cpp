@@ -11,6 +11,7 @@
 #include "common/bench_backend.h"
 #include "common/help_format.h"
 #include "common/llama_args.h"
+#include "common/stdout_status.h"
 #include "cpu/cpu_backend.h"
 #include "model/model.h"
 #include "replay/replay_options.h"
@@ -268,13 +269,13 @@ int main(int argc, char ** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError & e) {
         const int code = app.exit(e);
-        return code == 0 ? EXIT_OK : EXIT_BAD_INPUT;
+        return stdout_status("kvbench", code == 0 ? EXIT_OK : EXIT_BAD_INPUT);
     }
     try {
         cpu::check_cpu_isa_env();
-        if (sweep->parsed()) return run_sweep_cmd(sc);
-        if (merge->parsed()) return run_merge_cmd(merge_in, merge_out, merge_format);
-        if (cache->parsed()) return run_cache_cmd(cp);
+        if (sweep->parsed()) return stdout_status("kvbench", run_sweep_cmd(sc));
+        if (merge->parsed()) return stdout_status("kvbench", run_merge_cmd(merge_in, merge_out, merge_format));
+        if (cache->parsed()) return stdout_status("kvbench", run_cache_cmd(cp));
     } catch (const option_error & e) {
         std::cerr << "kvbench: error: " << escape_controls(said_in_flags(e, flags_of_fields()).what()) << '\n';
         return EXIT_BAD_INPUT;
@@ -288,5 +289,5 @@ int main(int argc, char ** argv) {
         std::cerr << "kvbench: error: " << escape_controls(e.what()) << '\n';
         return EXIT_FAILURE_INTERNAL;
     }
-    return EXIT_OK;
+    return stdout_status("kvbench", EXIT_OK);
 }

@@ -2,11 +2,13 @@
 // KV cache. Thin CLI: parsing here, everything else in lib/ and kernels/.
 #include "cpu/cpu_isa.h"
 #include "common/calibrate_cli.h"
+#include "common/cli_checks.h"
 #include "common/devices_cli.h"
 #include "common/help_format.h"
 #include "common/llama_args.h"
 #include "common/plan_cli.h"
 #include "common/replay_cli.h"
+#include "common/stdout_status.h"
 #include "replay/run_replay.h"
 #include "trace/convert.h"
 #include "trace/inspect.h"
@@ -45,7 +47,7 @@ int main(int argc, char ** argv) {
     CLI::App * convert = app.add_subcommand("convert", "Rewrite a request trace in another format");
     std::string conv_in, conv_out, conv_to, conv_from = "auto";
     convert->add_option("in", conv_in, "Request trace to read")->required();
-    convert->add_option("out", conv_out, "File to write (atomically)")->required();
+    convert->add_option("out", conv_out, "File to write (atomically)")->required()->check(non_empty_name());
     convert->add_option("--to", conv_to, "Target format")->required()->check(CLI::IsMember({"azure", "mooncake", "burstgpt", "ops"}));
     convert->add_option("--from", conv_from, "Source format (default: detected)")->check(CLI::IsMember({"auto", "azure", "mooncake", "burstgpt"}));
     convert->add_option("--block-tokens", block_tokens, "Tokens per generated Mooncake hash_id block")->check(CLI::Range(1, 2147483647));
@@ -66,21 +68,21 @@ int main(int argc, char ** argv) {
         app.parse((int) cargs.size(), cargs.data());
     } catch (const CLI::ParseError & e) {
         const int code = app.exit(e);
-        return code == 0 ? EXIT_OK : EXIT_BAD_INPUT;
+        return stdout_status("kvsim", code == 0 ? EXIT_OK : EXIT_BAD_INPUT);
     }
     try {
         cpu::check_cpu_isa_env();
         if (replay->parsed()) {
-            return rc.run(std::cout);
+            return stdout_status("kvsim", rc.run(std::cout));
         }
         if (plan->parsed()) {
-            return pc.run(std::cout);
+            return stdout_status("kvsim", pc.run(std::cout));
         }
         if (calibrate->parsed()) {
-            return cc.run(std::cout);
+            return stdout_status("kvsim", cc.run(std::cout));
         }
         if (devices->parsed()) {
-            return dc.run(std::cout);
+            return stdout_status("kvsim", dc.run(std::cout));
         }
         if (inspect->parsed()) {
             const auto j = inspect_trace(insp_trace, insp_format, block_tokens);
@@ -104,5 +106,5 @@ int main(int argc, char ** argv) {
         std::cerr << "kvsim: error: " << escape_controls(e.what()) << '\n';
         return EXIT_FAILURE_INTERNAL;
     }
-    return EXIT_OK;
+    return stdout_status("kvsim", EXIT_OK);
 }

@@ -600,6 +600,55 @@ TEST_CASE("control characters in an error's value are escaped") {
     CHECK(r.err.find('\x01') == std::string::npos);
 }
 
+// CLI11 quotes a bad option value as given; kvsim's own errors escape control bytes, and so do CLI11's now (a value
+// holding ESC [ or CR reached the terminal raw: hostile check, session 31).
+TEST_CASE("CLI11's parse errors show a value's control bytes escaped, for kvsim and kvbench") {
+    for (const auto & r : {run_kvsim("inspect traces/requests/azure_sample.csv --format \"$(printf 'a\\033[31m\\r')\""),
+                           run_kvbench("merge d -o o --format \"$(printf 'a\\033[31m')\"")}) {
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find("\\x1b[31m") != std::string::npos, r.err);
+        CHECK(r.err.find('\x1b') == std::string::npos);
+        CHECK(r.err.find('\r') == std::string::npos);
+    }
+}
+
+// An output option given an empty value (an unset shell variable) used to mean "not given": the run wrote nothing.
+TEST_CASE("output options given an empty name are refused before any work") {
+    for (const std::string opt : {"--out", "--dump-cells", "--trace-json", "--emit-ops"}) {
+        const auto r = run_kvsim("replay traces/requests/azure_sample.csv --model tiny-llama --backend none --no-progress " + opt + " ''");
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err.find(opt + ": an empty name") != std::string::npos, r.err);
+        CHECK(r.out.empty());
+    }
+    CHECK(run_kvsim("plan traces/requests/azure_sample.csv --model tiny-llama --out ''").rc == 2);
+    CHECK(run_kvsim("convert traces/requests/azure_sample.csv '' --to burstgpt").rc == 2);
+    CHECK(run_kvbench("sweep --out ''").rc == 2);
+}
+
+// A report standard output cannot take is lost: exit 1 with the reason, as coreutils do (it was exit 0 on a full
+// disk or a closed descriptor).
+TEST_CASE("a report that standard output cannot take is exit 1 naming why, for kvsim and kvbench") {
+    scratch_dir dir("cli_stdout");
+    const std::string err = dir / "err";
+    auto run = [&](const std::string & tool, const std::string & args, const std::string & redirect) {
+        const std::string cmd = std::string(KVSIM_BINARY_DIR) + "/" + tool + " " + args + " " + redirect + " 2>" + err;
+        const int st = std::system(cmd.c_str());
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    };
+    if (fs::exists("/dev/full")) {
+        CHECK(run("kvsim", "inspect traces/requests/azure_sample.csv", ">/dev/full") == 1);
+        CHECK_MESSAGE(read_text(err) == "kvsim: error: cannot write standard output: No space left on device\n", read_text(err));
+        CHECK(run("kvsim", "--help", ">/dev/full") == 1);
+        CHECK(run("kvbench", "--help", ">/dev/full") == 1);
+        CHECK(read_text(err).find("kvbench: error: cannot write standard output") != std::string::npos);
+    }
+    CHECK(run("kvsim", "devices", ">&-") == 1);
+    CHECK_MESSAGE(read_text(err).find("kvsim: error: cannot write standard output") != std::string::npos, read_text(err));
+    // written whole: exit 0, nothing on standard error
+    CHECK(run("kvsim", "devices", ">/dev/null") == 0);
+    CHECK(read_text(err).empty());
+}
+
 // llama_batch_allocr::init refuses a negative seq id with -1 (the server oracle records such rows);
 // the file itself is well-formed.
 TEST_CASE("an op trace decode row with a negative seq id replays as llama_decode rc -1") {

@@ -194,6 +194,39 @@ TEST_CASE("kvsim calibrate -o onto an input is refused and the input is kept") {
     CHECK(r.err.find('\x1b') == std::string::npos);
 }
 
+TEST_CASE("calibrate -o - prints the profile, and an empty -o is refused before any work") {
+    scratch_dir dir("cal_dash");
+    const std::string in = dir / "bench.json";
+    fs::copy_file(k_data, in);
+    // run where '-' would land as a file name
+    const auto cwd = fs::current_path();
+    fs::current_path(dir.path);
+    const auto dash = run_kvsim("calibrate bench.json --model llama-3.2-1b -o -");
+    const auto none = run_kvsim("calibrate bench.json --model llama-3.2-1b");
+    const auto empty = run_kvsim("calibrate bench.json --model llama-3.2-1b -o ''");
+    const bool dash_file = fs::exists(dir.path / "-");
+    fs::current_path(cwd);
+    CHECK_MESSAGE(dash.rc == 0, dash.err);
+    CHECK(dash.out == none.out);   // the same report and profile, on standard output
+    CHECK(dash.out.find("\"bandwidth_gbs\"") != std::string::npos);
+    CHECK_FALSE(dash_file);
+    CHECK(empty.rc == 2);
+    CHECK_MESSAGE(empty.err.find("an empty name") != std::string::npos, empty.err);
+    CHECK(empty.out.empty());
+}
+
+TEST_CASE("calibrate's report table and notes show a results file's control bytes escaped") {
+    scratch_dir dir("cal_table_name");
+    // a name with ESC [ (a colour) and a carriage return: the table's label of each result repeats it
+    const std::string in = dir / "b\x1b[31m\rx.json";
+    fs::copy_file(k_data, in);
+    const auto r = run_kvsim("calibrate '" + in + "' --model llama-3.2-1b");
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    CHECK(r.out.find("b\\x1b[31m\\rx.json#") != std::string::npos);
+    CHECK(r.out.find('\x1b') == std::string::npos);
+    CHECK(r.out.find('\r') == std::string::npos);
+}
+
 TEST_CASE("device profiles: numbers outside the physical range are refused by field") {
     const json ok = {{"bandwidth_gbs", 100}, {"peak_tflops", 1}};
     auto with = [&](const char * k, const json & v) {

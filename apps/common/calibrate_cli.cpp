@@ -1,4 +1,5 @@
 #include "common/calibrate_cli.h"
+#include "common/cli_checks.h"
 
 #include "common/replay_cli.h"
 #include "replay/replay_options.h"
@@ -28,7 +29,8 @@ void calibrate_cli::add_to(CLI::App & cmd) {
     cmd.add_option("-t,--threads", threads, "Threads of --device host's read probe (0 = all cores)")
         ->check(CLI::Range(0, 1024))   // as kvsim replay -t: 100000 threads ended in std::terminate
         ->capture_default_str();
-    cmd.add_option("-o,--out", out, "Write the fitted profile here (JSON, for kvsim replay --device FILE); default: print it");
+    cmd.add_option("-o,--out", out, "Write the fitted profile here (JSON, for kvsim replay --device FILE); default or -: print it")
+        ->check(non_empty_name());
     cmd.add_option("--name", name, "Name of the fitted profile")->capture_default_str();
     cmd.add_option("--attention-cells", attention_cells, "Charge attention for every cell up to n_kv (GPU kernels) or for the "
                                                          "cells each token sees (visible: ggml's CPU flash attention skips masked "
@@ -51,6 +53,7 @@ void refuse_unloadable(const nlohmann::json & profile, const std::vector<std::st
 }  // namespace
 
 int calibrate_cli::run(std::ostream & term) {
+    if (out == "-") out.clear();   // the usual name of standard output: print the profile, as without -o (a file named '-' was written)
     std::vector<model_shape> models;
     const weight_file_type * wt = nullptr;
     try {

@@ -1,4 +1,5 @@
 #include "common/plan_cli.h"
+#include "common/cli_checks.h"
 
 #include "core/errors.h"
 #include "plan/plan.h"
@@ -48,14 +49,14 @@ void plan_cli::add_to(CLI::App & cmd) {
     cmd.add_option("--rate-steps", rate_steps, "--find-rate: bisection steps once the rate is bracketed")->capture_default_str();
     cmd.add_option("--max-points", max_points, "Refuse a grid of more points than this")->capture_default_str();
     cmd.add_option("-j,--jobs", jobs, "Points replayed at once (0 = every core)")->capture_default_str();
-    cmd.add_option("--out", out_dir, "Directory for plan.csv, plan.json and plan.html");
+    cmd.add_option("--out", out_dir, "Directory for plan.csv, plan.json and plan.html")->check(non_empty_name());
     cmd.add_flag("--no-progress", base.no_progress, "Never draw a progress bar");
     cmd.add_flag("--progress", base.force_progress, "Draw a progress bar even when stderr is not a terminal");
     cmd.add_option("--shard", shard, "Run only shard i/n of the grid's points (their number % n == i); join with kvsim plan merge");
     cmd.add_option("--top", top, "Rows of the ranked table on the terminal (0 = all)")->capture_default_str()->check(CLI::NonNegativeNumber);
     merge = cmd.add_subcommand("merge", "Join the plan.json of every shard (--shard i/n) into the whole plan");
     merge->add_option("files", merge_files, "The shards' plan.json")->required();
-    merge->add_option("--out", out_dir, "Directory for plan.csv, plan.json and plan.html");
+    merge->add_option("--out", out_dir, "Directory for plan.csv, plan.json and plan.html")->check(non_empty_name());
     merge->add_option("--top", top, "Rows of the ranked table on the terminal (0 = all)")->capture_default_str()->check(CLI::NonNegativeNumber);
 }
 

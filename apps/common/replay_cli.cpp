@@ -3,6 +3,7 @@
 #include "plan/plan_options.h"
 
 #include "common/llama_args.h"
+#include "common/cli_checks.h"
 
 #include "replay/run_replay.h"
 #include "bandwidth.h"
@@ -275,11 +276,12 @@ void replay_cli::add_fit(CLI::App & cmd) {
 
 void replay_cli::add_outputs(CLI::App & cmd) {
     auto & o = opt;
-    cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)");
+    cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)")->check(non_empty_name());
     cmd.add_option("--out", o.out_dir, "Directory for reports: summary.json, occupancy.csv, requests.csv (request traces), "
-                   "bandwidth.csv (timed kernels), report.html; steps.csv with --steps-csv");
-    cmd.add_option("--trace-json", o.trace_json, "Write a Chrome trace-event / Perfetto timeline of the replay (open in ui.perfetto.dev)");
-    cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable)");
+                   "bandwidth.csv (timed kernels), report.html; steps.csv with --steps-csv")->check(non_empty_name());
+    cmd.add_option("--trace-json", o.trace_json, "Write a Chrome trace-event / Perfetto timeline of the replay (open in ui.perfetto.dev)")
+        ->check(non_empty_name());
+    cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable)")->check(non_empty_name());
     // request_only / shift_only: checked in check_given_options
     request_only.push_back(cmd.add_flag("--steps-csv", o.steps_csv,
                                         "Also write steps.csv into --out: one row per llama_decode call with its predicted "

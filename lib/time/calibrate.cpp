@@ -1255,7 +1255,8 @@ void print_calibration(std::ostream & out, const calibration_result & r) {
     size_t width = 6;   // "result"
     for (const auto & p : r.points) {
         const auto & b = p.bench;
-        labels.push_back(fmt::format("{}#{} {}", b.file.substr(b.file.find_last_of('/') + 1), b.index, b.test_name()));
+        // a results file's name may hold control bytes: the terminal gets them escaped, as in every error line
+        labels.push_back(fmt::format("{}#{} {}", escape_controls(b.file.substr(b.file.find_last_of('/') + 1)), b.index, b.test_name()));
         width = std::max(width, labels.back().size());
     }
     out << fmt::format("{:<{}} {:>5} {:>5} {:>9} {:>4} {:>12} {:>12} {:>8}\n", "result", width, "ub", "b", "ctk/ctv", "fa", "measured ms",
@@ -1271,7 +1272,7 @@ void print_calibration(std::ostream & out, const calibration_result & r) {
     out << fmt::format("{} results: |error| median {:.1f}%, p90 {:.1f}%, max {:.1f}%{}\n", errs.size(), percentile(errs, 0.5) * 100,
                        percentile(errs, 0.9) * 100, percentile(errs, 1.0) * 100,
                        r.in_sample ? " (in-sample residuals of the fit: not its accuracy)" : "");
-    for (const auto & n : r.notes) out << "note: " << n << '\n';
+    for (const auto & n : r.notes) out << "note: " << escape_controls(n) << '\n';
 }
 
 }  // namespace kvsim
