@@ -12,6 +12,7 @@
 #   scripts/gpu-llama.sh prep-types DIR, bench-types DIR OUT: the second set (more weight types and models, below)
 #   scripts/gpu-llama.sh prep-heldout DIR, bench-heldout DIR OUT: the third set, two models no fit has seen (below)
 #   scripts/gpu-llama.sh prep-kvu DIR, bench-kvu DIR OUT: the fourth set, several sequences in one stream or in their own
+#   scripts/gpu-llama.sh prep-graphs DIR, bench-graphs DIR OUT: the fifth set, each ubatch with and without CUDA graphs
 #   scripts/gpu-llama.sh bench DIR OUT  GPU host: llama-bench -o json and llama-batched-bench jsonl on them, into OUT,
 #                                       within LLAMA_BUDGET seconds (default 150)
 # Results are llama-bench's own JSON, what kvsim calibrate reads. Exit status: 0 ok, 1 a step failed, 2 bad usage.
@@ -20,7 +21,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 COMMIT=de3ff815ea7d559ee917f063901b8986f038abc6
 BIN=${KVSIM_GPU_LLAMA:-$ROOT/gpu-llama}
 
-usage() { echo "usage: $0 build | prep DIR | bench DIR OUT | prep-types DIR | bench-types DIR OUT | prep-heldout DIR | bench-heldout DIR OUT | prep-kvu DIR | bench-kvu DIR OUT" >&2; exit 2; }
+usage() { echo "usage: $0 build | prep DIR | bench DIR OUT | prep-types DIR | bench-types DIR OUT | prep-heldout DIR | bench-heldout DIR OUT | prep-kvu DIR | bench-kvu DIR OUT | prep-graphs DIR | bench-graphs DIR OUT" >&2; exit 2; }
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 build() {
@@ -218,6 +219,38 @@ bench_kvu() {
     return $B_FAIL
 }
 
+# The fifth set ("graphs"): what a llama_decode costs when its CUDA graph is replayed, captured, or not used. At the
+# oracles' commit llama.cpp keeps two graphs, one for ubatches with outputs and one without (llama-context.cpp:
+# get_gf_res_prev, gf_res_prev[n_outputs > 0]), and the CUDA backend caches one CUDA graph per ggml graph (keyed by its
+# first node: ggml-cuda.cu ggml_cuda_graph_get_key); a call whose node shapes or pointers differ from that graph's
+# previous call runs each kernel directly, the next identical one captures, the ones after replay
+# (ggml_backend_cuda_graph_compute: warmup_complete; ggml_cuda_graph_update_required). llama-bench's samples are then
+# capture, replay, replay, ... at depth 0 and direct, capture, replay, ... at a depth (the first repetition's prompt
+# follows the depth fill): -r 4 gives each test a replayed sample; GGML_CUDA_DISABLE_GRAPHS=1 runs every call directly.
+# The recorded -r 2 depth runs have no replayed sample, which is why a fit on depth 0 cannot predict them
+# (docs/time-model.md, "CUDA graphs").
+prep_graphs() {
+    local dir=$1 t0=$SECONDS
+    mkdir -p "$dir" || exit 1
+    lib_path
+    [ -f "$dir/l8b-f16.gguf" ] || python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l8b-f16.gguf" --preset llama-3.1-8b || exit 1
+    [ -f "$dir/l1b-q4_0.gguf" ] || { python3 "$ROOT/scripts/time-validation/make_model.py" "$dir/l1b-f16.gguf" --preset llama-3.2-1b &&
+        quant "$dir" l1b-f16 l1b-q4_0 Q4_0; } || exit 1
+    echo "prep graphs: models in $((SECONDS - t0)) s"
+    touch "$dir/READY"
+}
+bench_graphs() {
+    local dir=$1 m
+    bench_begin "$2" "${LLAMA_BUDGET:-240}"
+    local tests=(-ngl 99 -fa 1 -o json -p 1,4,16,512,1024 -n 32 -d 0,4096,16384 -r 4)
+    for m in l1b-q4_0 l8b-f16; do
+        [ -f "$dir/$m.gguf" ] || { echo "bench: $dir/$m.gguf missing"; B_FAIL=1; continue; }
+        step "graphs-$m.json" "$BIN/llama-bench" -m "$dir/$m.gguf" "${tests[@]}"
+        step "graphs-off-$m.json" env GGML_CUDA_DISABLE_GRAPHS=1 "$BIN/llama-bench" -m "$dir/$m.gguf" "${tests[@]}"
+    done
+    return $B_FAIL
+}
+
 case "${1:-}" in
     build) [ $# -eq 1 ] || usage; build ;;
     prep) [ $# -eq 2 ] || usage; prep "$2" ;;
@@ -228,5 +261,7 @@ case "${1:-}" in
     bench-heldout) [ $# -eq 3 ] || usage; bench_heldout "$2" "$3" ;;
     prep-kvu) [ $# -eq 2 ] || usage; prep_kvu "$2" ;;
     bench-kvu) [ $# -eq 3 ] || usage; bench_kvu "$2" "$3" ;;
+    prep-graphs) [ $# -eq 2 ] || usage; prep_graphs "$2" ;;
+    bench-graphs) [ $# -eq 3 ] || usage; bench_graphs "$2" "$3" ;;
     *) usage ;;
 esac

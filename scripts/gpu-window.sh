@@ -11,6 +11,7 @@
 #                                    types  the same with gpu-llama.sh's second set (more weight types and models)
 #                                    heldout  the same with its third set (two models outside every fit)
 #                                    kvu    the same with its fourth set (several sequences: one stream or their own)
+#                                    graphs the same with its fifth set (each test with and without CUDA graphs)
 #                                    (two or three of the eight files a device call brings back)
 # The binaries have this checkout's paths compiled in (KVSIM_SOURCE_DIR, KVSIM_BINARY_DIR: tests find kvsim and the
 # scripts through them); where the GPU host's copy of the tree lies elsewhere, `run` links this path to it.
@@ -90,7 +91,7 @@ check() {
         KVSIM_GPU_CHECK_BUDGET=${KVSIM_GPU_CHECK_BUDGET:-300} "$ROOT/scripts/gpu-check.sh" "$out"
 }
 
-llama() {   # llama OUT [-types|-heldout|-kvu]: gpu-llama.sh's first set, or its second, third or fourth
+llama() {   # llama OUT [-types|-heldout|-kvu|-graphs]: gpu-llama.sh's first set, or its second, third, fourth or fifth
     local out=$1 set=${2:-} models rc=0
     models=$(models_dir)
     mkdir -p "$out/llama"
@@ -101,7 +102,7 @@ llama() {   # llama OUT [-types|-heldout|-kvu]: gpu-llama.sh's first set, or its
     return $rc
 }
 
-# MODE OUT: check (kvsim), llama, types, heldout or kvu (llama.cpp's four sets)
+# MODE OUT: check (kvsim), llama, types, heldout, kvu or graphs (llama.cpp's five sets)
 window() {
     local mode=$1 out=$2 rc=0 f=gpu-llama.tar.xz
     # before anything is unpacked or written: a GPU, and what prepare packed for this mode
@@ -119,16 +120,17 @@ window() {
         types) unpack llama; llama "$out" -types || rc=1 ;;
         heldout) unpack llama; llama "$out" -heldout || rc=1 ;;
         kvu) unpack llama; llama "$out" -kvu || rc=1 ;;
+        graphs) unpack llama; llama "$out" -graphs || rc=1 ;;
     esac
     echo "window: $mode done at $SECONDS s, rc $rc"
     return $rc
 }
 
-usage() { echo "usage: $0 prepare | run check|llama|types|heldout|kvu OUT" >&2; exit 2; }
+usage() { echo "usage: $0 prepare | run check|llama|types|heldout|kvu|graphs OUT" >&2; exit 2; }
 case "${1:-}" in -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 case "${1:-}" in
     prepare) [ $# -eq 1 ] || usage; prepare ;;
     run) [ $# -eq 3 ] || usage
-         case $2 in check|llama|types|heldout|kvu) window "$2" "$3" ;; *) usage ;; esac ;;
+         case $2 in check|llama|types|heldout|kvu|graphs) window "$2" "$3" ;; *) usage ;; esac ;;
     *) usage ;;
 esac
