@@ -9,6 +9,7 @@
 #include "bench/machine_probe.h"
 #include "bench/sweep_runner.h"
 #include "common/bench_backend.h"
+#include "common/cli_checks.h"
 #include "common/help_format.h"
 #include "common/llama_args.h"
 #include "common/stdout_status.h"
@@ -234,6 +235,7 @@ int run_cache_cmd(const cache_bench_params & base) {
 }  // namespace
 
 int main(int argc, char ** argv) {
+    ignore_sigpipe();   // as kvsim: a closed pipe is a write error (exit 1, stdout_status says so), not a kill
     CLI::App app{"kvbench: attention cost of a llama.cpp KV cache vs context length, KV type and batch"};
     use_help_formatter(app);
     app.require_subcommand(1);
@@ -265,6 +267,10 @@ int main(int argc, char ** argv) {
     cache->add_option("--ctx-size,-c", cp.n_ctx, "context size (cells, all streams)")->capture_default_str();
     cache->add_option("--model", cp.model, "model preset")->capture_default_str();
 
+    if (const std::string a = empty_assignment(std::vector<std::string>(argv, argv + argc)); !a.empty()) {
+        std::cerr << "kvbench: error: " << escape_controls(a) << ": an empty value (leave the option out for its default)\n";
+        return EXIT_BAD_INPUT;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError & e) {

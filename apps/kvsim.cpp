@@ -47,7 +47,7 @@ int main(int argc, char ** argv) {
     CLI::App * convert = app.add_subcommand("convert", "Rewrite a request trace in another format");
     std::string conv_in, conv_out, conv_to, conv_from = "auto";
     convert->add_option("in", conv_in, "Request trace to read")->required();
-    convert->add_option("out", conv_out, "File to write (atomically)")->required()->check(non_empty_name());
+    convert->add_option("out", conv_out, "File to write (atomically)")->required()->check(non_empty_name(false));
     convert->add_option("--to", conv_to, "Target format")->required()->check(CLI::IsMember({"azure", "mooncake", "burstgpt", "ops"}));
     convert->add_option("--from", conv_from, "Source format (default: detected)")->check(CLI::IsMember({"auto", "azure", "mooncake", "burstgpt"}));
     convert->add_option("--block-tokens", block_tokens, "Tokens per generated Mooncake hash_id block")->check(CLI::Range(1, 2147483647));
@@ -62,6 +62,10 @@ int main(int argc, char ** argv) {
     dc.add_to(*devices);
 
     std::vector<std::string> args = rewrite_llama_args(argc, argv);
+    if (const std::string a = empty_assignment(args); !a.empty()) {
+        std::cerr << "kvsim: error: " << escape_controls(a) << ": an empty value (leave the option out for its default)\n";
+        return EXIT_BAD_INPUT;
+    }
     std::vector<const char *> cargs;
     for (const auto & a : args) cargs.push_back(a.c_str());
     try {

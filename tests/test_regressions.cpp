@@ -318,6 +318,20 @@ TEST_CASE("input_error escapes control bytes in the value, and keeps value() raw
     CHECK(e.value() == std::string("4\r\t\n\x01\x7f\0x", 8) + "\xc3\xa9");
 }
 
+// Hostile check, session 32: bytes that are not well-formed UTF-8 passed through (a lone 0x9B is CSI to a terminal in an
+// 8-bit mode); well-formed characters of 2, 3 and 4 bytes still do.
+TEST_CASE("escape_controls shows bytes that are not well-formed UTF-8 as \\xNN and keeps characters") {
+    CHECK(escape_controls("a\xff\x9b" "b") == "a\\xff\\x9bb");
+    CHECK(escape_controls("caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x98\x80");
+    CHECK(escape_controls("\xc0\xaf") == "\\xc0\\xaf");            // overlong '/'
+    CHECK(escape_controls("\xed\xa0\x80") == "\\xed\\xa0\\x80");    // a UTF-16 surrogate
+    CHECK(escape_controls("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");   // past U+10FFFF
+    CHECK(escape_controls("x\xe2\x82") == "x\\xe2\\x82");            // cut short
+    CHECK(escape_controls("\xc2\x9b[31m") == "\\xc2\\x9b[31m");      // C1 CSI, as before
+    const std::string once = escape_controls("\x1b\xff\xc3\xa9");
+    CHECK(escape_controls(once) == once);                                 // escaping twice changes nothing
+}
+
 // Bad-input run 2: SIGHUP (terminal closed) killed a replay with its temporary files left.
 TEST_CASE("SIGHUP is a stop request like SIGINT and SIGTERM; SIGPIPE can be ignored") {
     reset_interrupt();

@@ -423,6 +423,30 @@ TEST_CASE("a closed pipe on --emit-ops /dev/stdout is a write error that leaves 
     CHECK(files_in(out) == 0);
 }
 
+// Hostile check, session 32: kvbench did not ignore SIGPIPE (killed by the signal, status 141, no message).
+TEST_CASE("kvbench into a closed pipe is a write error naming it, not a kill") {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    ::close(fds[0]);
+    scratch_dir dir("kvbench_sigpipe");
+    const std::string bin = std::string(KVSIM_BINARY_DIR) + "/kvbench", err = dir / "err.txt";
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::dup2(fds[1], 1);
+        const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ::dup2(e, 2);
+        ::execl(bin.c_str(), "kvbench", "--help", (char *) nullptr);
+        ::_exit(127);
+    }
+    ::close(fds[1]);
+    int st = 0;
+    REQUIRE(::waitpid(pid, &st, 0) == pid);
+    CHECK_MESSAGE(WIFEXITED(st), "killed by signal ", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    CHECK(WEXITSTATUS(st) == 1);
+    CHECK_MESSAGE(read_text(err).find("kvbench: error: cannot write standard output") != std::string::npos, read_text(err));
+}
+
 // Used to overflow int32 positions (UB) in the op replay: pos + 1, a decode continuing past
 // INT32_MAX, and seq_add moving a cell past it (kv_cells::pos_add).
 TEST_CASE("op-trace positions past INT32_MAX are input errors naming the line") {
@@ -623,6 +647,59 @@ TEST_CASE("output options given an empty name are refused before any work") {
     CHECK(run_kvsim("plan traces/requests/azure_sample.csv --model tiny-llama --out ''").rc == 2);
     CHECK(run_kvsim("convert traces/requests/azure_sample.csv '' --to burstgpt").rc == 2);
     CHECK(run_kvbench("sweep --out ''").rc == 2);
+}
+
+// Hostile check, session 32: `--out=$DIR` with DIR unset made CLI11 take the next argument as the value (calibrate wrote
+// its profile over the input a.json), and `-o=` wrote a file named '='.
+TEST_CASE("an option spelled with '=' and no value is refused before parsing, for kvsim and kvbench") {
+    scratch_dir dir("cli_eq");
+    const std::string a = dir / "a.json", b = dir / "b.json";
+    fs::copy_file("tests/data/llama-bench/synthetic-llama-3.2-1b-q4_0.json", a);
+    fs::copy_file(a, b);
+    const std::string before = read_text(a);
+    for (const std::string opt : {"--out=", "-o="}) {
+        const auto r = run_kvsim("calibrate --model llama-3.2-1b " + opt + " " + a + " " + b);
+        CHECK(r.rc == 2);
+        CHECK_MESSAGE(r.err == "kvsim: error: " + opt + ": an empty value (leave the option out for its default)\n", r.err);
+        CHECK(r.out.empty());
+    }
+    CHECK(read_text(a) == before);
+    CHECK_FALSE(fs::exists("="));
+    CHECK(run_kvsim("replay --out= traces/requests/azure_sample.csv --model tiny-llama").rc == 2);
+    const auto k = run_kvbench("merge --out= " + (dir / "x") + " " + (dir / "y"));
+    CHECK(k.rc == 2);
+    CHECK(k.err.find("kvbench: error: --out=: an empty value") != std::string::npos);
+    // after `--` an argument is a value, and a value may end with '=' (a file name)
+    CHECK(run_kvsim("inspect -- x=").err.find("an empty value") == std::string::npos);
+}
+
+// Hostile check, session 32: a newline in a value let CLI11's error forge a second line; a 100 KB value made a 100 KB
+// error line.
+TEST_CASE("CLI11's errors escape a value's newlines and cut a long value") {
+    auto r = run_kvsim("replay traces/requests/azure_sample.csv --model tiny-llama --flash-attn \"$(printf 'x\\nkvsim: wrote /etc/passwd')\"");
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(lines_of(r.err).size() == 2, r.err);   // the error and CLI11's "Run with --help" line
+    CHECK(r.err.find("x\\nkvsim: wrote") != std::string::npos);
+    r = run_kvsim("inspect traces/requests/azure_sample.csv --format " + std::string(100000, 'a'));
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.size() < 1000, r.err.size());
+    CHECK(r.err.find("(100") != std::string::npos);   // the cut says how long the message was
+}
+
+// Hostile check, session 32: the replay's title and "outputs in" line, inspect's header and convert's note printed a
+// file name's control bytes raw.
+TEST_CASE("a trace named with control bytes is shown escaped in replay, inspect and convert output") {
+    scratch_dir dir("cli_name_ctrl");
+    const std::string t = dir / "t\x1b[31m\r.csv";
+    fs::copy_file("traces/requests/azure_sample.csv", t);
+    const std::string q = "'" + t + "'";
+    for (const auto & r : {run_kvsim("replay " + q + " --model tiny-llama --backend none --no-progress --out '" + (dir / "o\x1b") + "'"),
+                           run_kvsim("inspect " + q), run_kvsim("convert " + q + " " + (dir / "m.jsonl") + " --to mooncake")}) {
+        CHECK_MESSAGE(r.rc == 0, r.err);
+        CHECK(r.out.find('\x1b') == std::string::npos);
+        CHECK(r.err.find('\x1b') == std::string::npos);
+        CHECK((r.out + r.err).find("t\\x1b[31m\\r.csv") != std::string::npos);
+    }
 }
 
 // A report standard output cannot take is lost: exit 1 with the reason, as coreutils do (it was exit 0 on a full

@@ -53,7 +53,11 @@ void refuse_unloadable(const nlohmann::json & profile, const std::vector<std::st
 }  // namespace
 
 int calibrate_cli::run(std::ostream & term) {
-    if (out == "-") out.clear();   // the usual name of standard output: print the profile, as without -o (a file named '-' was written)
+    // `-o -`, the usual name of standard output: the profile alone there, for a pipe or a redirect (a file named '-' was
+    // written); the report goes to standard error
+    const bool profile_only = out == "-";
+    if (profile_only) out.clear();
+    std::ostream & report = profile_only ? std::cerr : term;
     std::vector<model_shape> models;
     const weight_file_type * wt = nullptr;
     try {
@@ -80,9 +84,11 @@ int calibrate_cli::run(std::ostream & term) {
             }
         }
     }
-    if (predict && !out.empty()) throw usage_error("--predict fits nothing, so there is no profile to write with -o");
+    if (predict && (profile_only || !out.empty())) throw usage_error("--predict fits nothing, so there is no profile to write with -o");
     // a bad -o is reported before a fit of minutes (checked, not kept open: an interrupted fit leaves no file)
     if (!out.empty()) atomic_file::check(out);
+    // the profile's name as the profile file's checks take it, before the fit (a control byte was refused after it)
+    check_profile_name(name, "--name");
     // every file is read and checked before any work or output
     std::vector<llama_bench_row> points;
     for (const auto & f : files) {
@@ -93,9 +99,9 @@ int calibrate_cli::run(std::ostream & term) {
     if (!attention_cells.empty()) base.attention_cells = attention_cells;
     if (predict) {
         const calibration_result r = predict_bench(points, models, wt, base);
-        term << fmt::format("kvsim calibrate --predict: {} llama-bench results of {} ({} weights) on profile {} ({})\n", points.size(),
+        report << fmt::format("kvsim calibrate --predict: {} llama-bench results of {} ({} weights) on profile {} ({})\n", points.size(),
                             r.models_text(), r.weights_text(), base.name, base.source);
-        print_calibration(term, r);
+        print_calibration(report, r);
         return EXIT_OK;
     }
     calibration_result r = calibrate(points, models, wt, base);
@@ -124,11 +130,11 @@ int calibrate_cli::run(std::ostream & term) {
                                       base.n_sm > 0 ? fmt::format(", or check its n_sm ({}): GEMMs are counted in waves of that many tiles", base.n_sm) : ""));
     }
     refuse_unloadable(device_profile_json(r.profile), files);
-    term << fmt::format("kvsim calibrate: {} llama-bench results of {} ({} weights), base profile {} ({:.1f} GB/s, {:.2f} TFLOP/s)\n",
+    report << fmt::format("kvsim calibrate: {} llama-bench results of {} ({} weights), base profile {} ({:.1f} GB/s, {:.2f} TFLOP/s)\n",
                         points.size(), r.models_text(), r.weights_text(), base.name, base.bandwidth_gbs, base.peak_tflops);
-    print_calibration(term, r);
+    print_calibration(report, r);
     const held_out_errors held = held_out_fit(points, models, wt, base);
-    term << held_out_line(held, points.size());
+    report << held_out_line(held, points.size());
     if (!held.errs.empty()) {
         j["calibration"]["held_out"] = {{"method", held.method}, {"results", held.errs.size()},
                                         {"median_abs_error", abs_error_quantile(held.errs, 0.5)},
@@ -146,7 +152,7 @@ int calibrate_cli::run(std::ostream & term) {
         by_type += fmt::format("{}float weights in ubatches of 2+ tokens {:.3f} ns more per KiB", by_type.empty() ? "" : "; ",
                                d.float_gemm_extra_s_per_byte * 1e9 * 1024);
     }
-    term << fmt::format("fitted: weight reads {:.1f} GB/s ({:.3f} of {:.1f}){}; GEMMs {} (float weights {:.2f}x); {:.1f} us per ubatch + "
+    report << fmt::format("fitted: weight reads {:.1f} GB/s ({:.3f} of {:.1f}){}; GEMMs {} (float weights {:.2f}x); {:.1f} us per ubatch + "
                         "{:.2f} us per layer (+ {:.2f} us per layer of a ubatch of 2 tokens or more); attention {:.4f} ns per K/V KiB + {:.4f} ns per MFLOP{}\n",
                         d.weight_read_fraction * d.bandwidth_gbs, d.weight_read_fraction, d.bandwidth_gbs,
                         by_type.empty() ? "" : fmt::format(" (by weight type, GB/s: {})", by_type), gemms, d.float_gemm_speedup,
@@ -158,14 +164,15 @@ int calibrate_cli::run(std::ostream & term) {
                                                     d.attn_s_per_scanned_cell * 1e9)
                                       : "");
     // a results file's name that is not UTF-8 is written with U+FFFD (nlohmann's strict dump threw after the fit)
-    const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+    // on standard output non-ASCII is written as \uXXXX: a file name's C1 control (U+009B, a terminal's CSI) stays text
+    const std::string text = j.dump(2, ' ', out.empty(), nlohmann::json::error_handler_t::replace);
     if (out.empty()) {
         term << text << '\n';
     } else {
         atomic_file f(out);
         f.out() << text << '\n';
         f.commit();
-        term << "kvsim: wrote " << escape_controls(out) << '\n';
+        report << "kvsim: wrote " << escape_controls(out) << '\n';
     }
     return EXIT_OK;
 }

@@ -6,6 +6,7 @@
 #include "core/errors.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <memory>
 #include <string>
@@ -23,21 +24,27 @@ public:
     }
 };
 
-// CLI11's parse errors quote the value as given: a file name holding ESC or CR would reach the terminal raw. Each
-// line of its message is escaped as kvsim's own error lines are (escape_controls), the line breaks kept.
-inline std::string escape_lines(const std::string & text) {
-    std::string out;
-    size_t from = 0;
-    for (size_t nl = text.find('\n'); nl != std::string::npos; from = nl + 1, nl = text.find('\n', from)) {
-        out += escape_controls(text.substr(from, nl - from)) + '\n';
+// CLI11's parse errors quote the value as given: a value holding ESC, CR or a newline reached the terminal raw (a
+// newline could forge a second line), and a 100 KB value made a 100 KB line. Its message (CLI::FailureMessage::simple:
+// the error, a newline, the "Run with --help" hint) is rewritten with the error cut to k_max_error_bytes and escaped
+// as kvsim's own error lines are (escape_controls).
+inline constexpr size_t k_max_error_bytes = 400;
+inline std::string escaped_failure(const CLI::App * app, const CLI::Error & e) {
+    const std::string what = e.what(), simple = CLI::FailureMessage::simple(app, e);
+    const std::string hint = simple.compare(0, what.size(), what) == 0 ? simple.substr(what.size()) : "\n";
+    std::string cut = what;
+    if (cut.size() > k_max_error_bytes) {
+        size_t n = k_max_error_bytes;
+        while (n > 0 && ((unsigned char) cut[n] & 0xc0) == 0x80) --n;   // not inside a UTF-8 character
+        cut = cut.substr(0, n) + fmt::format("... ({} bytes)", what.size());
     }
-    return out + escape_controls(text.substr(from));
+    return escape_controls(cut) + hint;
 }
 
 // Call before adding subcommands: they take the formatter and the failure message of their parent when created.
 inline void use_help_formatter(CLI::App & app) {
     app.formatter(std::make_shared<help_formatter>());
-    app.failure_message([](const CLI::App * a, const CLI::Error & e) { return escape_lines(CLI::FailureMessage::simple(a, e)); });
+    app.failure_message(escaped_failure);
 }
 
 }  // namespace kvsim

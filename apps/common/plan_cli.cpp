@@ -174,7 +174,7 @@ int plan_cli::run_merge(std::ostream & term) {
     print_plan_table(term, r, top);
     if (!out_dir.empty()) {
         write_outputs(out_dir, r);
-        term << fmt::format("  outputs in {}/ (plan.csv, plan.json, plan.html)\n", out_dir);
+        term << fmt::format("  outputs in {}/ (plan.csv, plan.json, plan.html)\n", escape_controls(out_dir));
     }
     return 0;
 }
@@ -196,7 +196,7 @@ int plan_cli::run(std::ostream & term) {
     print_plan_table(term, r, top);
     if (!out_dir.empty()) {
         write_outputs(out_dir, r);
-        term << fmt::format("  outputs in {}/ (plan.csv, plan.json, plan.html)\n", out_dir);
+        term << fmt::format("  outputs in {}/ (plan.csv, plan.json, plan.html)\n", escape_controls(out_dir));
     }
     if (interrupted()) {
         std::cerr << "kvsim: interrupted; the outputs hold the points that finished\n";

@@ -17,10 +17,39 @@ inline bool c1_control_at(const std::string & s, size_t i) {
     return (unsigned char) s[i] == 0xc2 && i + 1 < s.size() && (unsigned char) s[i + 1] >= 0x80 && (unsigned char) s[i + 1] <= 0x9f;
 }
 
+// The length of the well-formed UTF-8 character at s[i] (RFC 3629: no overlong forms, no surrogates, at most
+// U+10FFFF), or 0 when the bytes there are not one.
+inline size_t utf8_char_len(const std::string & s, size_t i) {
+    const unsigned char c = (unsigned char) s[i];
+    if (c < 0x80) return 1;
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xbf;   // the allowed range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        lo = c == 0xe0 ? 0xa0 : 0x80;
+        hi = c == 0xed ? 0x9f : 0xbf;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        lo = c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xf4 ? 0x8f : 0xbf;
+    } else {
+        return 0;
+    }
+    if (i + n > s.size()) return 0;
+    for (size_t k = 1; k < n; ++k) {
+        const unsigned char b = (unsigned char) s[i + k];
+        if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) return 0;
+    }
+    return n;
+}
+
 // Control bytes in text we print would garble the terminal or hide the problem (`'4\r'` printed raw moves the
 // cursor; a file name with ESC ] sets the window title): shown as \r, \n, \t, \0 or \xNN, and so are the C1 controls
-// U+0080..U+009F (UTF-8 C2 80..C2 9F; U+009B is a terminal's CSI). Other bytes (UTF-8) pass through; a backslash
-// passes too, so escaping twice changes nothing.
+// U+0080..U+009F (UTF-8 C2 80..C2 9F; U+009B is a terminal's CSI) and bytes that are not well-formed UTF-8 (a lone
+// 0x9B is CSI to a terminal in an 8-bit mode). Other characters pass through; a backslash passes too, so escaping
+// twice changes nothing.
 inline std::string escape_controls(const std::string & v) {
     std::string out;
     out.reserve(v.size());
@@ -29,6 +58,16 @@ inline std::string escape_controls(const std::string & v) {
         const unsigned char c = (unsigned char) ch;
         if (c1_control_at(v, i)) {
             out += fmt::format("\\xc2\\x{:02x}", (unsigned char) v[++i]);
+            continue;
+        }
+        if (c >= 0x80) {
+            const size_t n = utf8_char_len(v, i);
+            if (n == 0) {
+                out += fmt::format("\\x{:02x}", c);
+            } else {
+                out.append(v, i, n);
+                i += n - 1;
+            }
             continue;
         }
         switch (c) {

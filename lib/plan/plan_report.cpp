@@ -1,4 +1,5 @@
 #include "plan/plan_report.h"
+#include "core/errors.h"
 
 #include "util/xml_escape.h"
 
@@ -52,7 +53,7 @@ std::string plan_config_flags(const plan_config & c) {
 void print_plan_table(std::ostream & out, const plan_result & r, size_t max_rows) {
     const plan_header & h = r.header;
     out << fmt::format("kvsim plan {}: {} points{}, model {}, weights {}, device {} ({}), memory {:.1f} GiB - margin {:.1f} GiB\n",
-                       h.trace, r.points.size(), h.shard.count > 1 ? " (shard " + shard_text(h.shard) + ")" : "", h.model, h.weights,
+                       escape_controls(h.trace), r.points.size(), h.shard.count > 1 ? " (shard " + shard_text(h.shard) + ")" : "", h.model, h.weights,
                        h.device, h.device_source, h.memory_bytes / k_gib, h.margin_bytes / k_gib);
     if (!h.device_accuracy.empty()) out << "  time accuracy: " << h.device_accuracy << '\n';
     out << fmt::format("  objectives: {}; * = Pareto front (goodput, TTFT p99, device memory)\n", slo_text(h.slo));

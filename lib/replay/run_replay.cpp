@@ -124,11 +124,11 @@ void finish_hooks(replay_hooks * hooks, replay_outputs & out, json & summary, te
 }
 
 void print_terminal(std::ostream & term, const std::string & title, const terminal_rows & rows, const replay_options & opt) {
-    term << title << '\n';
+    term << escape_controls(title) << '\n';   // it holds the trace's file name
     size_t w = 0;
     for (const auto & r : rows) w = std::max(w, r.first.size());
     for (const auto & r : rows) term << fmt::format("  {:<{}}  {}\n", r.first, w, r.second);
-    if (!opt.out_dir.empty()) term << fmt::format("  outputs in {}/\n", opt.out_dir);
+    if (!opt.out_dir.empty()) term << fmt::format("  outputs in {}/\n", escape_controls(opt.out_dir));
 }
 
 // The skeleton, in order: the context, the outputs (every path checked and opened before any

@@ -139,12 +139,13 @@ context_params bench_context(const llama_bench_row & p) {
     cp.kv_unified = p.kv_unified;
     cp.n_batch = p.n_batch;
     cp.n_ubatch = std::min(p.n_ubatch, p.n_batch);
-    try {
-        cp.type_k = parse_ggml_type(p.type_k);
-        cp.type_v = parse_ggml_type(p.type_v);
-    } catch (const std::invalid_argument & e) {
-        // not e.what(): it repeats the value unescaped (control bytes reached the terminal)
-        bad_field({p.file, p.index, p.line}, "type_k", p.type_k + "/" + p.type_v, "names a cache type kvsim does not model (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl)");
+    // the field that names an unknown type (a bad type_v was reported as type_k); not e.what(): it repeats the value unescaped
+    for (const auto & [field, text, type] : {std::tuple{"type_k", &p.type_k, &cp.type_k}, {"type_v", &p.type_v, &cp.type_v}}) {
+        try {
+            *type = parse_ggml_type(*text);
+        } catch (const std::invalid_argument &) {
+            bad_field({p.file, p.index, p.line}, field, *text, "names a cache type kvsim does not model (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl)");
+        }
     }
     cp.flash_attn = p.flash_attn != 0;
     return cp;

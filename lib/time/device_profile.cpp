@@ -344,6 +344,8 @@ std::vector<std::pair<double, double>> fraction_points(const nlohmann::json & j,
 }
 }  // namespace
 
+void check_profile_name(const std::string & name, const std::string & where) { (void) printable(nlohmann::json{{"name", name}}, "name", where); }
+
 device_profile parse_device_profile(const nlohmann::json & j, const std::string & where) {
     if (!j.is_object()) throw input_error(where, 0, "", "a device profile must be a JSON object");
     for (const auto & [k, v] : j.items()) {

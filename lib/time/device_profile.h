@@ -149,6 +149,9 @@ inline constexpr double k_max_n_sm = 1024;
 // whole number), gemm_fraction points out of order; unknown fields are refused (a typo would
 // otherwise silently keep a default).
 device_profile parse_device_profile(const nlohmann::json & j, const std::string & where);
+// Throws input_error(where, 0, name, why) for a name parse_device_profile would refuse (control characters): calibrate
+// checks its --name so before the fit.
+void check_profile_name(const std::string & name, const std::string & where);
 // Read a JSON file; input_error for a file that cannot be read or is not JSON.
 device_profile load_device_profile(const std::string & path);
 nlohmann::json device_profile_json(const device_profile & d);

@@ -177,7 +177,7 @@ void write_request_trace(std::ostream & out, const request_trace & t, request_fo
             }
             if (!has_hash) {
                 warn << fmt::format("note: {} has no hash_ids; every request gets its own {}-token block ids (no shared prefixes)\n",
-                                    t.path, block_tokens);
+                                    escape_controls(t.path), block_tokens);
             }
             for (const auto & r : t.requests) buf += mooncake_line(r, t.path, block_tokens, next_id, full);
             break;

@@ -164,7 +164,7 @@ json inspect_trace(const std::string & path, const std::string & format, int32_t
 
 void print_inspect(std::ostream & out, const std::string & path, const json & j) {
     if (j.value("kind", "") == "op_trace") {
-        out << fmt::format("{}: op trace\n", path);
+        out << fmt::format("{}: op trace\n", escape_controls(path));
         for (const char * k : {"groups", "decode_calls", "decode_rows", "tokens", "max_tokens_per_decode", "shared_tokens"}) {
             out << fmt::format("  {:<22} {}\n", k, fmt_num(j[k]));
         }
@@ -174,7 +174,7 @@ void print_inspect(std::ostream & out, const std::string & path, const json & j)
         out << fmt::format("  {:<22} {} (max id {})\n", "sequences", fmt_num(j["sequences"]["count"]), fmt_num(j["sequences"]["max_id"]));
         return;
     }
-    out << fmt::format("{}: {} request trace\n", path, j["format"].get<std::string>());
+    out << fmt::format("{}: {} request trace\n", escape_controls(path), j["format"].get<std::string>());
     out << fmt::format("  {:<22} {}\n", "requests", fmt_num(j["requests"]));
     out << fmt::format("  {:<22} {:.3f} s\n", "duration", j["duration_s"].get<double>());
     out << fmt::format("  {:<22} {:.3f} /s mean, {} /s peak (1 s windows)\n", "arrival rate", j["arrival_rate"]["mean_per_s"].get<double>(),
