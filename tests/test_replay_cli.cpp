@@ -92,6 +92,10 @@ TEST_CASE("kvsim --help and replay --help exit 0") {
     CHECK(sub.rc == 0);
     CHECK(sub.out.find("--context-shift") != std::string::npos);
     CHECK(sub.out.find("--emit-ops") != std::string::npos);
+    // llama.cpp's multi-letter flags beside their long names (a fresh-clone check searched the help for -np)
+    for (const char * f : {"-np,--parallel", "-ub,--ubatch-size", "-kvu,-no-kvu,--kv-unified", "-ctk,--cache-type-k", "-fa,--flash-attn"}) {
+        CHECK_MESSAGE(sub.out.find(f) != std::string::npos, f);
+    }
 }
 
 TEST_CASE("shipped request traces replay with well-formed reports") {

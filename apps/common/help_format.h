@@ -3,11 +3,13 @@
 // "-kvu is off by default"). The option descriptions say the defaults; the names are shown without braces.
 #pragma once
 
+#include "common/llama_args.h"
 #include "core/errors.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -20,7 +22,14 @@ public:
         for (const std::string v : {"{false}", "{true}"}) {
             for (size_t p = s.find(v); p != std::string::npos; p = s.find(v)) s.erase(p, v.size());
         }
-        return s;
+        // llama.cpp's multi-letter flags (-np, -kvu, -ctk, ...) are rewritten before parsing, so CLI11 does not know
+        // them: listed in front of their long names, as in llama.cpp's own --help (a new user searched for -np)
+        std::string shorts;
+        for (const auto & [flag, long_name] : llama_flag_aliases()) {
+            const auto & names = opt->get_lnames();
+            if (!is_positional && std::find(names.begin(), names.end(), long_name.substr(2)) != names.end()) shorts += flag + ",";
+        }
+        return shorts + s;
     }
 };
 

@@ -5,7 +5,7 @@
 
 namespace kvsim {
 
-std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
+const std::map<std::string, std::string> & llama_flag_aliases() {
     static const std::map<std::string, std::string> alias = {
         {"-np", "--parallel"},         {"-ub", "--ubatch-size"},      {"-kvu", "--kv-unified"},
         {"-ctk", "--cache-type-k"},    {"-ctv", "--cache-type-v"},    {"-fa", "--flash-attn"},
@@ -15,6 +15,11 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
         {"-nocb", "--no-cont-batching"}, {"-md", "--model-draft"}, {"-ctkd", "--cache-type-k-draft"},
         {"-ctvd", "--cache-type-v-draft"},
     };
+    return alias;
+}
+
+std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
+    const auto & alias = llama_flag_aliases();
     // -n is llama-server's --predict only where kvsim has that option (calibrate's --predict means something else)
     const bool server_cmd = argc > 1 && (std::string(argv[1]) == "replay" || std::string(argv[1]) == "plan");
     std::vector<std::string> out;

@@ -16,6 +16,8 @@ namespace kvsim {
 // -cram -> --cache-ram, -ctxcp -> --ctx-checkpoints, -sps -> --slot-prompt-similarity,
 // -cms -> --checkpoint-min-step, -fit -> --fit, -fitc -> --fit-ctx, -fitt -> --fit-target, -cb / -nocb -> --cont-batching / --no-cont-batching, -n -> --predict for replay and plan (also "-np=4" forms).
 std::vector<std::string> rewrite_llama_args(int argc, char ** argv);
+// The aliases rewrite_llama_args applies (-n aside), short -> long: --help shows them beside the long names.
+const std::map<std::string, std::string> & llama_flag_aliases();
 
 // A library field and the CLI flag that sets it: {"n_keep", "--keep"}.
 using flag_names = std::map<std::string, std::string>;
