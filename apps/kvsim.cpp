@@ -62,7 +62,8 @@ int main(int argc, char ** argv) {
     dc.add_to(*devices);
 
     std::vector<std::string> args = rewrite_llama_args(argc, argv);
-    if (const std::string a = empty_assignment(args); !a.empty()) {
+    // as typed (`-np=`, not its rewritten `--parallel=`)
+    if (const std::string a = empty_assignment(std::vector<std::string>(argv, argv + argc)); !a.empty()) {
         std::cerr << "kvsim: error: " << escape_controls(a) << ": an empty value (leave the option out for its default)\n";
         return EXIT_BAD_INPUT;
     }
