@@ -608,6 +608,29 @@ TEST_CASE("the repacked CPU matmul: a fit with its one-row passes follows llama.
     CHECK(without.profile.gemm_fraction[1].second < 0.5 * without.profile.gemm_fraction[2].second);
 }
 
+// Real results (tests/data/llama-bench/README.md: llama-3.2-1b Q8_0, llama.cpp -t 2, Zen 4): ggml-cpu does not repack
+// Q8_0 on x86 and multiplies 2+ rows with tinyBLAS, so pp2 (58.9-59.5 ms) costs 1.65x pp1 (35.0-35.9 ms). A fit that
+// started from the base's prices kept 2-token ubatches on the read side with the 1-token ones: pp2 25-31 % short, pp1
+// 13-16 % long, and the held-out replay's 2-3 token decode steps 14-18 % short. The second start (2-token ubatches on
+// the GEMM side) fits them.
+TEST_CASE("calibrate: Q8_0 on x86 prices 2-token ubatches as GEMMs, from a second start of the split") {
+    const auto pts = read_llama_bench("tests/data/llama-bench/measured-min5-llama-3.2-1b-q8_0-zen4-t2.json");
+    REQUIRE(pts.size() == 48);
+    const calibration_result r = calibrate(pts, model_preset("llama-3.2-1b"), nullptr, device_preset("cpu"));
+    bool noted = false;
+    for (const auto & n : r.notes) noted |= n.find("starts 2-token ubatches on the GEMM side fits better") != std::string::npos;
+    CHECK(noted);
+    REQUIRE(!r.profile.gemm_fraction.empty());
+    CHECK(r.profile.gemm_fraction.front().first == 2);
+    size_t small = 0;
+    for (const auto & p : r.points) {
+        if (p.bench.n_depth != 0 || p.bench.n_gen != 0 || p.bench.n_prompt > 2 || p.bench.n_seq != 1) continue;
+        ++small;
+        CHECK_MESSAGE(std::abs(p.error()) < 0.05, p.bench.test_name(), " ", p.error());
+    }
+    CHECK(small == 5);   // pp1 and pp2 at -ub 128 and 512, pp2 of the depth run at depth 0
+}
+
 // Real llama-bench results of llama.cpp -t 2 (tests/data/llama-bench/README.md): the per-ubatch cost and the weight
 // reads, both a constant per memory-bound ubatch, traded until the weight reads came out below 0 (35.8 ms per ubatch),
 // and calibrate refused the results as "not one model on one machine". The per-ubatch cost is given up instead.
