@@ -237,7 +237,7 @@ int run_cache_cmd(const cache_bench_params & base) {
 int main(int argc, char ** argv) {
     ignore_sigpipe();   // as kvsim: a closed pipe is a write error (exit 1, stdout_status says so), not a kill
     CLI::App app{"kvbench: attention cost of a llama.cpp KV cache vs context length, KV type and batch"};
-    use_help_formatter(app);
+    use_help_formatter(app, false);
     app.require_subcommand(1);
     app.set_version_flag("--version", "kvbench 0.1.0");
     CLI::App * sweep = app.add_subcommand("sweep", "Time mask build/update, flash-attention decode and K-shift per point");
@@ -267,8 +267,9 @@ int main(int argc, char ** argv) {
     cache->add_option("--ctx-size,-c", cp.n_ctx, "context size (cells, all streams)")->capture_default_str();
     cache->add_option("--model", cp.model, "model preset")->capture_default_str();
 
-    if (const std::string a = empty_assignment(std::vector<std::string>(argv, argv + argc)); !a.empty()) {
-        std::cerr << "kvbench: error: " << escape_controls(a) << ": an empty value (leave the option out for its default)\n";
+    const std::vector<std::string> typed(argv, argv + argc);
+    if (const std::string why = bad_assignment(typed, typed); !why.empty()) {
+        std::cerr << "kvbench: error: " << escape_controls(why) << '\n';
         return EXIT_BAD_INPUT;
     }
     try {

@@ -22,7 +22,7 @@ int main(int argc, char ** argv) {
     using namespace kvsim;
     ignore_sigpipe();   // a closed pipe is a write error (temporary files removed, exit 1), not a kill
     CLI::App app{"kvsim: what happens to a llama.cpp KV cache under a real multi-sequence workload"};
-    use_help_formatter(app);
+    use_help_formatter(app, true);
     app.require_subcommand(1);
     app.set_version_flag("--version", "kvsim 0.1.0");
     CLI::App * replay = app.add_subcommand("replay", "Replay an op trace or a request trace through the KV cache");
@@ -47,7 +47,7 @@ int main(int argc, char ** argv) {
     CLI::App * convert = app.add_subcommand("convert", "Rewrite a request trace in another format");
     std::string conv_in, conv_out, conv_to, conv_from = "auto";
     convert->add_option("in", conv_in, "Request trace to read")->required();
-    convert->add_option("out", conv_out, "File to write (atomically)")->required()->check(non_empty_name(false));
+    convert->add_option("out", conv_out, "File to write (atomically); - for standard output")->required()->check(non_empty_name(false));
     convert->add_option("--to", conv_to, "Target format")->required()->check(CLI::IsMember({"azure", "mooncake", "burstgpt", "ops"}));
     convert->add_option("--from", conv_from, "Source format (default: detected)")->check(CLI::IsMember({"auto", "azure", "mooncake", "burstgpt"}));
     convert->add_option("--block-tokens", block_tokens, "Tokens per generated Mooncake hash_id block")->check(CLI::Range(1, 2147483647));
@@ -62,9 +62,8 @@ int main(int argc, char ** argv) {
     dc.add_to(*devices);
 
     std::vector<std::string> args = rewrite_llama_args(argc, argv);
-    // as typed (`-np=`, not its rewritten `--parallel=`)
-    if (const std::string a = empty_assignment(std::vector<std::string>(argv, argv + argc)); !a.empty()) {
-        std::cerr << "kvsim: error: " << escape_controls(a) << ": an empty value (leave the option out for its default)\n";
+    if (const std::string why = bad_assignment(std::vector<std::string>(argv, argv + argc), args); !why.empty()) {
+        std::cerr << "kvsim: error: " << escape_controls(why) << '\n';
         return EXIT_BAD_INPUT;
     }
     std::vector<const char *> cargs;
@@ -98,6 +97,7 @@ int main(int argc, char ** argv) {
             }
         }
         if (convert->parsed()) {
+            if (conv_out == "-") conv_out = "/dev/stdout";   // as calibrate -o - (a file named '-' was written)
             const size_t n = convert_trace(conv_in, conv_out, conv_to, conv_from, std::cerr, block_tokens);
             std::cerr << "kvsim: wrote " << n << " requests to " << escape_controls(conv_out) << '\n';
         }

@@ -93,9 +93,12 @@ TEST_CASE("kvsim --help and replay --help exit 0") {
     CHECK(sub.out.find("--context-shift") != std::string::npos);
     CHECK(sub.out.find("--emit-ops") != std::string::npos);
     // llama.cpp's multi-letter flags beside their long names (a fresh-clone check searched the help for -np)
-    for (const char * f : {"-np,--parallel", "-ub,--ubatch-size", "-kvu,-no-kvu,--kv-unified", "-ctk,--cache-type-k", "-fa,--flash-attn"}) {
+    for (const char * f : {"-np,--parallel", "-ub,--ubatch-size", "-kvu,-no-kvu,--kv-unified", "-ctk,--cache-type-k", "-fa,--flash-attn",
+                           "-n,--predict"}) {
         CHECK_MESSAGE(sub.out.find(f) != std::string::npos, f);
     }
+    // kvbench does not rewrite them: its help must not offer them
+    CHECK(run_kvbench("cache --help").out.find("-np") == std::string::npos);
 }
 
 TEST_CASE("shipped request traces replay with well-formed reports") {
@@ -547,6 +550,15 @@ TEST_CASE("--head-dim not a multiple of 32 is refused up front with a kernel bac
 
 // kvsim convert wrote files its own readers reject (garbage Azure dates, Total tokens over
 // INT32_MAX, Mooncake lines over 1 MiB after allocating gigabytes, wrapped hash ids), exit 0.
+// Hostile check, session 32: `convert IN -` wrote a file named '-' where calibrate -o - means standard output.
+TEST_CASE("convert IN - writes the converted trace to standard output") {
+    const auto r = run_kvsim("convert traces/requests/azure_sample.csv - --to burstgpt");
+    CHECK_MESSAGE(r.rc == 0, r.err);
+    CHECK(lines_of(r.out).size() > 10);
+    CHECK(r.err.find("requests to /dev/stdout") != std::string::npos);
+    CHECK_FALSE(fs::exists("-"));
+}
+
 TEST_CASE("convert refuses requests the target format cannot hold, naming the input line, and writes nothing") {
     scratch_dir dir("cli_convert_bad");
     const std::string bg_hdr = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
@@ -664,7 +676,8 @@ TEST_CASE("an option spelled with '=' and no value is refused before parsing, fo
     for (const std::string opt : {"--out=", "-o="}) {
         const auto r = run_kvsim("calibrate --model llama-3.2-1b " + opt + " " + a + " " + b);
         CHECK(r.rc == 2);
-        CHECK_MESSAGE(r.err == "kvsim: error: " + opt + ": an empty value (leave the option out for its default)\n", r.err);
+        CHECK_MESSAGE(r.err == "kvsim: error: " + opt + ": nothing after '=' (an unset shell variable?): give a value, or leave the "
+                               "option out\n", r.err);
         CHECK(r.out.empty());
     }
     CHECK(read_text(a) == before);
@@ -672,9 +685,19 @@ TEST_CASE("an option spelled with '=' and no value is refused before parsing, fo
     CHECK(run_kvsim("replay --out= traces/requests/azure_sample.csv --model tiny-llama").rc == 2);
     const auto k = run_kvbench("merge --out= " + (dir / "x") + " " + (dir / "y"));
     CHECK(k.rc == 2);
-    CHECK(k.err.find("kvbench: error: --out=: an empty value") != std::string::npos);
-    // after `--` an argument is a value, and a value may end with '=' (a file name)
-    CHECK(run_kvsim("inspect -- x=").err.find("an empty value") == std::string::npos);
+    CHECK(k.err.find("kvbench: error: --out=: nothing after '='") != std::string::npos);
+    // after `--` an argument is a value, and a value may end with '=' (a file name); nor is it a llama.cpp alias
+    CHECK(run_kvsim("inspect -- x=").err.find("nothing after") == std::string::npos);
+    const auto dash = run_kvsim("inspect -- -np");
+    CHECK(dash.rc == 2);
+    CHECK_MESSAGE(dash.err.find("-np: cannot open trace file") != std::string::npos, dash.err);
+    // a one-letter option glued to '=' took "=p.json" as its value (a file named so was written)
+    const auto glued = run_kvsim("calibrate --model llama-3.2-1b -o=p.json " + b);
+    CHECK(glued.rc == 2);
+    CHECK_MESSAGE(glued.err.find("-o=p.json: a one-letter option takes its value after a space (-o p.json)") != std::string::npos, glued.err);
+    CHECK_FALSE(fs::exists("=p.json"));
+    // llama.cpp's multi-letter aliases take '=' (rewritten to --long=VALUE), -n too
+    CHECK(run_kvsim("replay traces/requests/azure_sample.csv --model tiny-llama --backend none --no-progress -np=2 -n=8").rc == 0);
 }
 
 // Hostile check, session 32: a newline in a value let CLI11's error forge a second line; a 100 KB value made a 100 KB
@@ -688,6 +711,11 @@ TEST_CASE("CLI11's errors escape a value's newlines and cut a long value") {
     CHECK(r.rc == 2);
     CHECK_MESSAGE(r.err.size() < 1000, r.err.size());
     CHECK(r.err.find("(100") != std::string::npos);   // the cut says how long the message was
+    // bytes that escape to 4 each: cut after escaping, the value still shown
+    r = run_kvsim("inspect traces/requests/azure_sample.csv --format \"$(head -c 600 /dev/zero | tr '\\0' '\\200')\"");
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.size() < 1000, r.err.size());
+    CHECK(r.err.find("\\x80\\x80") != std::string::npos);
 }
 
 // Hostile check, session 32: the replay's title and "outputs in" line, inspect's header and convert's note printed a

@@ -234,6 +234,9 @@ TEST_CASE("calibrate names type_v when it is the bad type, and checks --name bef
     CHECK(r.rc == 2);
     CHECK_MESSAGE(r.err.find("--name: field name must be printable text") != std::string::npos, r.err);
     CHECK(r.out.empty());   // before the fit: no report
+    r = run_kvsim(std::string("calibrate ") + k_data + " --model llama-3.2-1b --name \"$(printf 'a\\377b')\"");
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(r.err.find("--name: must be UTF-8 text (value 'a\\xffb')") != std::string::npos, r.err);
 }
 
 TEST_CASE("calibrate's report table and notes show a results file's control bytes escaped") {

@@ -19,14 +19,22 @@ inline CLI::Validator non_empty_name(bool optional = true) {
         "", "non-empty");
 }
 
-// The first option spelled with '=' and nothing after it (`--out=$DIR` with DIR unset), or "" when none. CLI11 then
-// takes the NEXT argument as the value (`calibrate --out= a.json b.json` wrote the profile over the input a.json), and
-// `-o=` is the value "=": both CLIs refuse such an argument before parsing. Arguments after `--` are values.
-inline std::string empty_assignment(const std::vector<std::string> & args) {
-    for (size_t i = 1; i < args.size(); ++i) {
-        const std::string & a = args[i];
+// Why an argument spelled with '=' cannot be parsed as meant, or "" when none: `--out=` with nothing after '='
+// (`--out=$DIR` with DIR unset: CLI11 then takes the NEXT argument as the value, and `calibrate --out= a.json b.json`
+// wrote the profile over the input a.json), or a one-letter option glued to '=' (`-o=p.json`: CLI11 reads the value
+// "=p.json"). `typed` is argv; `parsed` the arguments CLI11 gets (llama.cpp's aliases rewritten: `-n=8` becomes
+// `--predict=8`, which is fine). Arguments after `--` are values.
+inline std::string bad_assignment(const std::vector<std::string> & typed, const std::vector<std::string> & parsed) {
+    for (size_t i = 1; i < typed.size(); ++i) {
+        const std::string & a = typed[i];
         if (a == "--") break;
-        if (a.size() > 1 && a[0] == '-' && a.find('=') == a.size() - 1) return a;
+        if (a.size() < 2 || a[0] != '-') continue;
+        const size_t eq = a.find('=');
+        if (eq == a.size() - 1) return a + ": nothing after '=' (an unset shell variable?): give a value, or leave the option out";
+        const bool rewritten = i < parsed.size() && parsed[i] != a;
+        if (eq == 2 && a[1] != '-' && !rewritten) {
+            return a + ": a one-letter option takes its value after a space (" + a.substr(0, 2) + " " + a.substr(3) + ")";
+        }
     }
     return {};
 }

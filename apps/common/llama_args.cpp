@@ -23,8 +23,14 @@ std::vector<std::string> rewrite_llama_args(int argc, char ** argv) {
     // -n is llama-server's --predict only where kvsim has that option (calibrate's --predict means something else)
     const bool server_cmd = argc > 1 && (std::string(argv[1]) == "replay" || std::string(argv[1]) == "plan");
     std::vector<std::string> out;
+    bool values_only = false;   // after `--` every argument is a value (a file named -np), as CLI11 takes it
     for (int i = 0; i < argc; ++i) {
         std::string a = argv[i];
+        if (values_only || (i > 0 && a == "--")) {
+            values_only = true;
+            out.push_back(a);
+            continue;
+        }
         const auto eq = a.find('=');
         const std::string name = a.substr(0, eq);
         const auto it = alias.find(name);

@@ -344,7 +344,15 @@ std::vector<std::pair<double, double>> fraction_points(const nlohmann::json & j,
 }
 }  // namespace
 
-void check_profile_name(const std::string & name, const std::string & where) { (void) printable(nlohmann::json{{"name", name}}, "name", where); }
+void check_profile_name(const std::string & name, const std::string & where) {
+    // a profile file is JSON, always UTF-8; a name from the command line may not be (it was written as U+FFFD)
+    for (size_t i = 0; i < name.size();) {
+        const size_t n = utf8_char_len(name, i);
+        if (n == 0) throw input_error(where, 0, name, "must be UTF-8 text");
+        i += n;
+    }
+    (void) printable(nlohmann::json{{"name", name}}, "name", where);
+}
 
 device_profile parse_device_profile(const nlohmann::json & j, const std::string & where) {
     if (!j.is_object()) throw input_error(where, 0, "", "a device profile must be a JSON object");
