@@ -403,26 +403,37 @@ TEST_CASE("two outputs naming one file, spelled differently, are refused before 
 }
 
 // Used to die of SIGPIPE (exit 141) with o/*.tmp-PID left behind.
-TEST_CASE("a closed pipe on --emit-ops /dev/stdout is a write error that leaves no temporary files") {
-    scratch_dir dir("cli_sigpipe");
+namespace {
+// Runs the built binary argv[0] with its standard output a pipe nobody reads (the first write gets EPIPE, or SIGPIPE
+// when not ignored) and its standard error into `err`; the wait status.
+int run_into_closed_pipe(std::vector<const char *> argv, const std::string & err) {
     int fds[2];
     REQUIRE(::pipe(fds) == 0);
-    ::close(fds[0]);   // nobody reads: the first write gets EPIPE (or SIGPIPE when not ignored)
-    const std::string bin = std::string(KVSIM_BINARY_DIR) + "/kvsim";
-    const std::string out = dir / "o", err = dir / "err.txt";
+    ::close(fds[0]);
+    const std::string bin = std::string(KVSIM_BINARY_DIR) + "/" + argv.front();
+    argv.push_back(nullptr);
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
         ::dup2(fds[1], 1);
         const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         ::dup2(e, 2);
-        ::execl(bin.c_str(), "kvsim", "replay", "traces/requests/azure_sample.csv", "--model", "tiny-llama", "--backend", "none",
-                "--no-progress", "--out", out.c_str(), "--emit-ops", "/dev/stdout", (char *) nullptr);
+        ::execv(bin.c_str(), const_cast<char * const *>(argv.data()));
         ::_exit(127);
     }
     ::close(fds[1]);
     int st = 0;
     REQUIRE(::waitpid(pid, &st, 0) == pid);
+    return st;
+}
+}  // namespace
+
+TEST_CASE("a closed pipe on --emit-ops /dev/stdout is a write error that leaves no temporary files") {
+    scratch_dir dir("cli_sigpipe");
+    const std::string out = dir / "o", err = dir / "err.txt";
+    const int st = run_into_closed_pipe({"kvsim", "replay", "traces/requests/azure_sample.csv", "--model", "tiny-llama", "--backend", "none",
+                                         "--no-progress", "--out", out.c_str(), "--emit-ops", "/dev/stdout"},
+                                        err);
     CHECK_MESSAGE(WIFEXITED(st), "killed by signal ", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     CHECK(WEXITSTATUS(st) == 1);
     CHECK_MESSAGE(read_text(err).find("Broken pipe") != std::string::npos, read_text(err));
@@ -432,23 +443,9 @@ TEST_CASE("a closed pipe on --emit-ops /dev/stdout is a write error that leaves 
 
 // Hostile check, session 32: kvbench did not ignore SIGPIPE (killed by the signal, status 141, no message).
 TEST_CASE("kvbench into a closed pipe is a write error naming it, not a kill") {
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    ::close(fds[0]);
     scratch_dir dir("kvbench_sigpipe");
-    const std::string bin = std::string(KVSIM_BINARY_DIR) + "/kvbench", err = dir / "err.txt";
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        ::dup2(fds[1], 1);
-        const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        ::dup2(e, 2);
-        ::execl(bin.c_str(), "kvbench", "--help", (char *) nullptr);
-        ::_exit(127);
-    }
-    ::close(fds[1]);
-    int st = 0;
-    REQUIRE(::waitpid(pid, &st, 0) == pid);
+    const std::string err = dir / "err.txt";
+    const int st = run_into_closed_pipe({"kvbench", "--help"}, err);
     CHECK_MESSAGE(WIFEXITED(st), "killed by signal ", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     CHECK(WEXITSTATUS(st) == 1);
     CHECK_MESSAGE(read_text(err).find("kvbench: error: cannot write standard output") != std::string::npos, read_text(err));
