@@ -261,7 +261,8 @@ int main(int argc, char ** argv) {
     merge->add_option("--format", merge_format, "stdout format")->check(CLI::IsMember({"table", "csv", "json"}));
     CLI::App * cache = app.add_subcommand("cache", "Throughput of the KV-cache bookkeeping alone (no kernels)");
     cache_bench_params cp;
-    cache->add_option("--ops", cp.n_ops, "ops in the random trace")->capture_default_str();
+    // a negative count wrapped to 2^64 - 1 and ended in "cannot create std::vector larger than max_size()", exit 1
+    cache->add_option("--ops", cp.n_ops, "ops in the random trace, 1 to 100000000")->capture_default_str()->check(CLI::Range(1, 100000000));
     cache->add_option("--seed", cp.seed, "trace seed")->capture_default_str();
     cache->add_option("--n-seq,--parallel", cp.n_seq, "sequences (1..32)")->capture_default_str();
     cache->add_option("--ctx-size,-c", cp.n_ctx, "context size (cells, all streams)")->capture_default_str();

@@ -624,6 +624,8 @@ TEST_CASE("kvbench: sweep_config::validate's and compute_context_sizes' refusals
     CHECK(c.rc == 2);
     CHECK_MESSAGE(c.err.find("kvbench: error: --ctx-size must be in [1, 2^30], got 0") != std::string::npos, c.err);
     CHECK(c.out.empty());   // refused before the table's header
+    // a negative count wrapped to 2^64 - 1 (exit 1, "cannot create std::vector larger than max_size()")
+    for (const char * ops : {"-1", "0", "100000001"}) CHECK(run_kvbench(std::string("cache --ops ") + ops).rc == 2);
 }
 
 TEST_CASE("kvbench sweep: probe and buffer sizes beyond 80 % of RAM exit 2; a bad_alloc point is skipped") {
