@@ -279,11 +279,12 @@ int main(int argc, char ** argv) {
         const int code = app.exit(e);
         return stdout_status("kvbench", code == 0 ? EXIT_OK : EXIT_BAD_INPUT);
     }
+    int status = EXIT_OK;   // of the command that ran; standard output's own failure is checked once, at the end
     try {
         cpu::check_cpu_isa_env();
-        if (sweep->parsed()) return stdout_status("kvbench", run_sweep_cmd(sc));
-        if (merge->parsed()) return stdout_status("kvbench", run_merge_cmd(merge_in, merge_out, merge_format));
-        if (cache->parsed()) return stdout_status("kvbench", run_cache_cmd(cp));
+        if (sweep->parsed()) status = run_sweep_cmd(sc);
+        if (merge->parsed()) status = run_merge_cmd(merge_in, merge_out, merge_format);
+        if (cache->parsed()) status = run_cache_cmd(cp);
     } catch (const option_error & e) {
         std::cerr << "kvbench: error: " << escape_controls(said_in_flags(e, flags_of_fields()).what()) << '\n';
         return EXIT_BAD_INPUT;
@@ -297,5 +298,5 @@ int main(int argc, char ** argv) {
         std::cerr << "kvbench: error: " << escape_controls(e.what()) << '\n';
         return EXIT_FAILURE_INTERNAL;
     }
-    return stdout_status("kvbench", EXIT_OK);
+    return stdout_status("kvbench", status);
 }

@@ -74,20 +74,13 @@ int main(int argc, char ** argv) {
         const int code = app.exit(e);
         return stdout_status("kvsim", code == 0 ? EXIT_OK : EXIT_BAD_INPUT);
     }
+    int status = EXIT_OK;   // of the command that ran; standard output's own failure is checked once, at the end
     try {
         cpu::check_cpu_isa_env();
-        if (replay->parsed()) {
-            return stdout_status("kvsim", rc.run(std::cout));
-        }
-        if (plan->parsed()) {
-            return stdout_status("kvsim", pc.run(std::cout));
-        }
-        if (calibrate->parsed()) {
-            return stdout_status("kvsim", cc.run(std::cout));
-        }
-        if (devices->parsed()) {
-            return stdout_status("kvsim", dc.run(std::cout));
-        }
+        if (replay->parsed()) status = rc.run(std::cout);
+        if (plan->parsed()) status = pc.run(std::cout);
+        if (calibrate->parsed()) status = cc.run(std::cout);
+        if (devices->parsed()) status = dc.run(std::cout);
         if (inspect->parsed()) {
             const auto j = inspect_trace(insp_trace, insp_format, block_tokens);
             if (insp_json) {
@@ -111,5 +104,5 @@ int main(int argc, char ** argv) {
         std::cerr << "kvsim: error: " << escape_controls(e.what()) << '\n';
         return EXIT_FAILURE_INTERNAL;
     }
-    return stdout_status("kvsim", EXIT_OK);
+    return stdout_status("kvsim", status);
 }
