@@ -90,7 +90,7 @@ int main(int argc, char ** argv) {
             }
         }
         if (convert->parsed()) {
-            if (conv_out == "-") conv_out = "/dev/stdout";   // as calibrate -o - (a file named '-' was written)
+            dash_is_stdout(conv_out);   // as calibrate -o -
             const size_t n = convert_trace(conv_in, conv_out, conv_to, conv_from, std::cerr, block_tokens);
             std::cerr << "kvsim: wrote " << n << " requests to " << escape_controls(conv_out) << '\n';
         }

@@ -448,7 +448,7 @@ TEST_CASE("kvbench into a closed pipe is a write error naming it, not a kill") {
     const int st = run_into_closed_pipe({"kvbench", "--help"}, err);
     CHECK_MESSAGE(WIFEXITED(st), "killed by signal ", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     CHECK(WEXITSTATUS(st) == 1);
-    CHECK_MESSAGE(read_text(err).find("kvbench: error: cannot write standard output") != std::string::npos, read_text(err));
+    CHECK_MESSAGE(read_text(err).find("kvbench: error: cannot write standard output: Broken pipe") != std::string::npos, read_text(err));
 }
 
 // Used to overflow int32 positions (UB) in the op replay: pos + 1, a decode continuing past
@@ -554,6 +554,30 @@ TEST_CASE("convert IN - writes the converted trace to standard output") {
     CHECK(lines_of(r.out).size() > 10);
     CHECK(r.err.find("requests to /dev/stdout") != std::string::npos);
     CHECK_FALSE(fs::exists("-"));
+}
+
+// Hostile check, session 32 (open until session 33): `--emit-ops -` wrote a file named '-', and `--limit -1` replayed
+// every request (CLI11 took -1 as the largest count).
+TEST_CASE("replay: a file output named - is standard output, the summary then on standard error; --limit -1 refused") {
+    const std::string trace = "replay traces/requests/mooncake_sample.jsonl --model tiny-llama -c 4096 -np 2" + std::string(k_fast);
+    // without -q: the summary is there, on standard error
+    const auto r = run_kvsim("replay traces/requests/mooncake_sample.jsonl --model tiny-llama -c 4096 -np 2 --backend none --no-progress "
+                             "--emit-ops -");
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    const auto out = lines_of(r.out);
+    REQUIRE(out.size() > 10);
+    CHECK(out.front() == "batch,op,seq,n_tokens,p0,p1,delta,seq_dst");
+    CHECK(r.out.find("kvsim replay") == std::string::npos);   // the summary is not in the op trace
+    CHECK(r.err.find("kvsim replay traces/requests/mooncake_sample.jsonl") != std::string::npos);
+    CHECK_FALSE(fs::exists("-"));
+    const auto twice = run_kvsim(trace + " --emit-ops - --dump-cells -");
+    CHECK(twice.rc == 2);
+    CHECK_MESSAGE(twice.err.find("given twice") != std::string::npos, twice.err);
+
+    const auto neg = run_kvsim(trace + " --limit -1");
+    CHECK(neg.rc == 2);
+    CHECK_MESSAGE(neg.err.find("--limit") != std::string::npos, neg.err);
+    CHECK(neg.out.empty());
 }
 
 TEST_CASE("convert refuses requests the target format cannot hold, naming the input line, and writes nothing") {

@@ -39,4 +39,12 @@ inline std::string bad_assignment(const std::vector<std::string> & typed, const 
     return {};
 }
 
+// `-`, the usual name of standard output, given to a file output: /dev/stdout, which atomic_file writes in place (a file
+// named '-' used to be written). True when `path` was `-`.
+inline bool dash_is_stdout(std::string & path) {
+    if (path != "-") return false;
+    path = "/dev/stdout";
+    return true;
+}
+
 }  // namespace kvsim

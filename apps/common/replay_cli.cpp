@@ -197,7 +197,8 @@ void replay_cli::add_server(CLI::App & cmd) {
                                ->capture_default_str());
     request_only.push_back(cmd.add_option("--bandwidth-gbs", bandwidth_gbs, "Override the device memory bandwidth (GB/s)"));
     request_only.push_back(cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)"));
-    request_only.push_back(cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)"));
+    // size_t: CLI11 would take -1 as the largest count (every request) without the check
+    request_only.push_back(cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)")->check(CLI::NonNegativeNumber));
     request_only.push_back(cmd.add_flag("--suggest-bench", o.suggest_bench,
                                         "Print the llama-bench command whose results cover the steps this replay ran (tokens per "
                                         "call, prompt chunks, depths): what kvsim calibrate needs for this workload"));
@@ -250,7 +251,7 @@ void replay_cli::add_spec(CLI::App & cmd) {
     add(cmd.add_option("--spec-draft-type-v,--cache-type-v-draft", type_v_draft, "Draft model's V cache type (llama-server -ctvd)")
             ->capture_default_str());
     add(cmd.add_option("--emit-draft-ops", opt.emit_draft_ops,
-                       "Speculative decoding: write the draft context's op trace (as --emit-ops does the target's)"));
+                       "Speculative decoding: write the draft context's op trace (as --emit-ops does the target's; - = standard output)"));
 }
 
 void replay_cli::add_fit(CLI::App & cmd) {
@@ -276,12 +277,13 @@ void replay_cli::add_fit(CLI::App & cmd) {
 
 void replay_cli::add_outputs(CLI::App & cmd) {
     auto & o = opt;
-    cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format)")->check(non_empty_name());
+    cmd.add_option("--dump-cells", o.dump_cells, "Write every placement and cell state as JSON lines (kvoracle format; - = standard output, the summary then on standard error)")->check(non_empty_name());
     cmd.add_option("--out", o.out_dir, "Directory for reports: summary.json, occupancy.csv, requests.csv (request traces), "
                    "bandwidth.csv (timed kernels), report.html; steps.csv with --steps-csv")->check(non_empty_name());
-    cmd.add_option("--trace-json", o.trace_json, "Write a Chrome trace-event / Perfetto timeline of the replay (open in ui.perfetto.dev)")
+    cmd.add_option("--trace-json", o.trace_json, "Write a Chrome trace-event / Perfetto timeline of the replay (open in ui.perfetto.dev; - = standard output)")
         ->check(non_empty_name());
-    cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable)")->check(non_empty_name());
+    cmd.add_option("--emit-ops", o.emit_ops, "Request traces: write the op trace the scheduler generated (replayable; - = standard output, the summary then on "
+                   "standard error)")->check(non_empty_name());
     // request_only / shift_only: checked in check_given_options
     request_only.push_back(cmd.add_flag("--steps-csv", o.steps_csv,
                                         "Also write steps.csv into --out: one row per llama_decode call with its predicted "
@@ -506,11 +508,16 @@ int replay_cli::run(std::ostream & term) {
 }
 
 int replay_cli::run_checked(std::ostream & term) {
-    const replay_options o = finish();
+    replay_options o = finish();
+    // a file output named `-` goes to standard output, and the terminal summary to standard error, so that the pipe
+    // gets the file alone (as calibrate -o -)
+    bool file_on_stdout = false;
+    for (std::string * p : {&o.dump_cells, &o.emit_ops, &o.emit_draft_ops, &o.trace_json}) file_on_stdout |= dash_is_stdout(*p);
+    std::ostream & summary = file_on_stdout ? std::cerr : term;
     check_kernel_types(o);
     auto hooks = make_hooks(o.kernels);
     install_interrupt_handler();
-    run_replay(o, term, hooks.get());
+    run_replay(o, summary, hooks.get());
     if (interrupted()) {
         std::cerr << "kvsim: interrupted; the outputs hold what finished\n";
         return 128 + interrupt_signal();

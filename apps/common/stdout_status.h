@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <poll.h>
 #include <string>
 #include <unistd.h>
 
@@ -25,6 +26,9 @@ inline int stdout_status(const char * prog, int rc) {
     if (flushed && std::cout.good() && !std::ferror(stdout)) return rc;
     // a write that failed earlier (std::endl flushes) left no errno here: a closed descriptor still says EBADF
     if (err == 0 && ::write(STDOUT_FILENO, "", 0) < 0) err = errno;
+    // nor a pipe whose reader left (a zero-length write succeeds there), which poll reports as POLLERR
+    pollfd p{STDOUT_FILENO, POLLOUT, 0};
+    if (err == 0 && ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) err = EPIPE;
     std::cerr << prog << ": error: cannot write standard output" << (err != 0 ? std::string(": ") + std::strerror(err) : std::string())
               << '\n';
     return EXIT_FAILURE_INTERNAL;
