@@ -129,6 +129,29 @@ TEST_CASE("the llama-bench replay: ubatches and n_kv as llama-bench's test_promp
     CHECK(tg.back().gemv_output_bytes == 0);
 }
 
+// kshift_steps.py's rows: before each timed step the oldest cell out and the others one position down, so each
+// llama_decode first ropes the K of every cell of the cache (llama-kv-cache.cpp: build_graph_shift, get_size() * n_stream)
+TEST_CASE("a k_shift row: every timed step follows a K-shift of the whole cache") {
+    const step_time_model tm{cpu_n_kv(), model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
+    llama_bench_row p = point(0, 3, 512, 512);
+    p.n_ctx = 8192;
+    const auto plain = bench_row_ubatches(p, tm);
+    REQUIRE(plain.size() == 3);
+    CHECK(plain[0].k_shift_thetas == 0);
+    CHECK(plain[0].kv_bytes == 768.0 * 2048 * 16);
+    p.k_shift = true;
+    CHECK(p.test_name() == "tg3 @ d512 after K-shifts");
+    const auto shifted = bench_row_ubatches(p, tm);
+    REQUIRE(shifted.size() == 3);
+    for (const auto & u : shifted) {
+        CHECK(u.n_tokens == 1);
+        CHECK(u.k_shift_thetas == 8192.0 * 16 * 32);   // the context's cells, used or not, x n_layer x head_dim / 2
+        // the freed cell takes the new token (seq_rm moves the cache's head to it: llama-kv-cache.cpp seq_rm), so n_kv
+        // stays 512 where the plain steps' 513th cell makes it 768 (2048 bytes per cell and layer, 16 layers)
+        CHECK(u.kv_bytes == 512.0 * 2048 * 16);
+    }
+}
+
 TEST_CASE("a batched row with n_seq_gen: the first sequences take the steps, the others keep their cells") {
     const step_time_model tm{cpu_n_kv(), model_preset("llama-3.2-1b"), &parse_weight_file_type("q4_0")};
     llama_bench_row p = point(0, 4, 128, 512);   // 4 steps after 128-token prompts of each sequence

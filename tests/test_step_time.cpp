@@ -536,6 +536,49 @@ TEST_CASE("visible cells: each token of a sequence sees its sequence's cells up 
     CHECK(parse_device_profile(device_profile_json(vis.device), "x").attention_cells == "visible");
 }
 
+// llama.cpp ropes the K of every cell of every stream, used or not, inside the llama_decode that follows a seq_add
+// (llama-kv-cache.cpp: update applies it before the batch; build_graph_shift: k_shift is I32 [get_size() * n_stream], and
+// each layer's view spans all of them), once.
+TEST_CASE("K-shift: the decode after a seq_add pays a rope over every cell of the cache, once") {
+    context_params cp;
+    cp.n_ctx = 1024;
+    cp.n_seq_max = 2;
+    cp.kv_unified = false;   // two streams of 512 cells
+    context ctx(model_preset("tiny-llama"), cp);
+    device_profile d = device_preset("cpu");
+    d.k_shift_s_per_theta = 1e-8;
+    const step_time_model tm{d, model_preset("tiny-llama"), nullptr};
+    ubatch_work_collector col(ctx, tm);
+    llama_batch_in prompt;
+    for (int i = 0; i < 8; ++i) prompt.add(i, {0});
+    REQUIRE(ctx.decode(prompt, &col) == DECODE_OK);
+    CHECK(col.work[0][0].k_shift_cells == 0);
+    const auto step = [&](llama_pos pos) {
+        col.work.clear();
+        llama_batch_in g;
+        g.add(pos, {0});
+        REQUIRE(ctx.decode(g, &col) == DECODE_OK);
+        REQUIRE(col.work.size() == 1);
+        return col.work[0];
+    };
+    const auto plain = step(8);
+    // llama-server's context shift: n_discard cells after n_keep out, the later ones moved down
+    REQUIRE(ctx.memory().seq_rm(0, 1, 3));
+    ctx.memory().seq_add(0, 3, -1, -2);
+    const auto shifted = step(7);
+    CHECK(shifted[0].k_shift_cells == 1024);   // 2 streams x 512 cells, not the 7 used
+    const ubatch_terms t = tm.terms(shifted);
+    CHECK(t.k_shift_thetas == 1024.0 * 2 * 16);   // x n_layer 2 x head_dim 32 / 2: a cos/sin pair per rotated pair
+    CHECK(tm.seconds_of(t) - tm.seconds_of(tm.terms(plain)) == doctest::Approx(32768 * 1e-8));
+    CHECK(step(8)[0].k_shift_cells == 0);   // applied once
+    // the price round-trips through a profile file; a profile without it (0) writes no field
+    CHECK(parse_device_profile(device_profile_json(d), "x").k_shift_s_per_theta == 1e-8);
+    CHECK_FALSE(device_profile_json(device_preset("h200")).contains("k_shift_s_per_theta"));
+    nlohmann::json bad = device_profile_json(d);
+    bad["k_shift_s_per_theta"] = -1;
+    CHECK_THROWS_AS(parse_device_profile(bad, "p.json"), input_error);
+}
+
 TEST_CASE("CPU terms of ggml's paths: an unpacked tied output for several output rows, the tiled attention path") {
     // qwen2.5-0.5b ties its output to token_embd, which llama.cpp keeps out of ggml-cpu's repack buffer (GET_ROWS):
     // several output rows go through tinyBLAS, one row is a gemv priced with the weight reads

@@ -107,6 +107,24 @@ TEST_CASE("llama-bench files: out-of-range fields are refused by name, not wrapp
         std::ofstream(dir / "g.json") << j.dump();
         CHECK(bench_error(dir / "g.json").find("n_gen is 0") != std::string::npos);
     }
+    // k_shift: a bool, and only on steps of one sequence with a cell to remove
+    CHECK(with("k_shift", 1).find("field k_shift must be true or false") != std::string::npos);
+    {
+        auto j = json::parse(read_text(k_data));
+        j[0]["k_shift"] = true;
+        j[0]["n_gen"] = 0;
+        j[0]["n_prompt"] = 512;
+        std::ofstream(dir / "k.json") << j.dump();
+        CHECK(bench_error(dir / "k.json").find("field k_shift") != std::string::npos);
+        j[0]["n_gen"] = 4;
+        j[0]["n_prompt"] = 0;
+        j[0]["n_depth"] = 0;
+        std::ofstream(dir / "k.json") << j.dump();
+        CHECK(bench_error(dir / "k.json").find("after a depth of 2 or more") != std::string::npos);
+        j[0]["n_depth"] = 512;
+        std::ofstream(dir / "k.json") << j.dump();
+        CHECK(bench_error(dir / "k.json").empty());
+    }
     {
         // 256 sequences x 4000 steps fit the token caps and replayed for 8 minutes (hostile check, session 30);
         // 64 sequences x 1000 steps (about 0.2 s) and 256 x 1000 (3 s) are still taken

@@ -153,7 +153,7 @@ int calibrate_cli::run(std::ostream & term) {
                                d.float_gemm_extra_s_per_byte * 1e9 * 1024);
     }
     report << fmt::format("fitted: weight reads {:.1f} GB/s ({:.3f} of {:.1f}){}; GEMMs {} (float weights {:.2f}x); {:.1f} us per ubatch + "
-                        "{:.2f} us per layer (+ {:.2f} us per layer of a ubatch of 2 tokens or more); attention {:.4f} ns per K/V KiB + {:.4f} ns per MFLOP{}\n",
+                        "{:.2f} us per layer (+ {:.2f} us per layer of a ubatch of 2 tokens or more); attention {:.4f} ns per K/V KiB + {:.4f} ns per MFLOP{}{}\n",
                         d.weight_read_fraction * d.bandwidth_gbs, d.weight_read_fraction, d.bandwidth_gbs,
                         by_type.empty() ? "" : fmt::format(" (by weight type, GB/s: {})", by_type), gemms, d.float_gemm_speedup,
                         d.ubatch_overhead_s * 1e6, d.layer_overhead_s * 1e6, d.gemm_layer_overhead_s * 1e6, d.attn_s_per_kv_byte * 1e9 * 1024, d.attn_s_per_flop * 1e15,
@@ -162,7 +162,8 @@ int calibrate_cli::run(std::ostream & term) {
                                                     "{:.3f} ns per cell scanned past the mask",
                                                     d.extra_pass_s_per_byte * 1e12, d.repack_rows, d.unpacked_s_per_param_row * 1e12,
                                                     d.attn_s_per_scanned_cell * 1e9)
-                                      : "");
+                                      : "",
+                        d.k_shift_s_per_theta > 0 ? fmt::format("; K-shift {:.2f} ns per K row rotated", d.k_shift_s_per_theta * 1e9) : "");
     // a results file's name that is not UTF-8 is written with U+FFFD (nlohmann's strict dump threw after the fit)
     // on standard output non-ASCII is written as \uXXXX: a file name's C1 control (U+009B, a terminal's CSI) stays text
     const std::string text = j.dump(2, ' ', out.empty(), nlohmann::json::error_handler_t::replace);

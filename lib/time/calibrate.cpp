@@ -106,6 +106,14 @@ llama_bench_row parse_point(const json & o, const std::string & file, size_t ind
         if (!o["kv_unified"].is_boolean()) bad_field(e, "kv_unified", json_text(o["kv_unified"]), "must be true or false");
         p.kv_unified = o["kv_unified"].get<bool>();
     }
+    if (o.contains("k_shift")) {
+        if (!o["k_shift"].is_boolean()) bad_field(e, "k_shift", json_text(o["k_shift"]), "must be true or false");
+        p.k_shift = o["k_shift"].get<bool>();
+        // the shift moves the one sequence's cells down by one before each step: a step needs a cell to remove
+        if (p.k_shift && (p.n_gen == 0 || p.n_prompt != 0 || p.n_seq != 1 || p.n_depth < 2)) {
+            bad_field(e, "k_shift", "true", "needs steps of one sequence (n_gen > 0, n_prompt 0, n_seq 1) after a depth of 2 or more");
+        }
+    }
     if ((double) p.n_seq * (p.n_prompt + p.n_gen + p.n_depth) > k_max_bench_tokens) {
         bad_field(e, "n_seq", std::to_string(p.n_seq), fmt::format("times the tokens per sequence exceeds {:.0f} tokens", k_max_bench_tokens));
     }
@@ -184,6 +192,7 @@ std::string llama_bench_row::test_name() const {
     if (n_depth) s += fmt::format(" @ d{}", n_depth);
     if (n_seq > 1) s += fmt::format(" x{}", n_seq);   // llama-batched-bench's -npl
     if (seqs_generating() < n_seq) s += fmt::format(" ({} decoding)", seqs_generating());
+    if (k_shift) s += " after K-shifts";
     return s;
 }
 
@@ -333,7 +342,14 @@ std::vector<ubatch_terms> bench_row_ubatches(const llama_bench_row & p, const st
     decode_prompt(run, p.n_depth, ctx.sizes().n_batch, pos, p, p.n_seq);   // untimed (or restored from a saved state)
     const scoped_decode_observer timed(run, &col);
     decode_prompt(run, p.n_prompt, ctx.sizes().n_batch, pos, p, p.n_seq);
-    for (uint32_t i = 0; i < p.n_gen; ++i) decode_prompt(run, 1, ctx.sizes().n_batch, pos, p, p.seqs_generating());   // a token each
+    for (uint32_t i = 0; i < p.n_gen; ++i) {
+        if (p.k_shift) {   // the context shift of kshift_steps.py: the oldest cell out, the others one position down
+            run.seq_rm(0, 0, 1, (long) p.index);
+            run.seq_add(0, 1, -1, -1, (long) p.index);
+            --pos;
+        }
+        decode_prompt(run, 1, ctx.sizes().n_batch, pos, p, p.seqs_generating());   // a token each
+    }
     std::vector<ubatch_terms> v;
     for (const auto & w : col.work) v.push_back(tm.terms(w));
     return v;
@@ -344,11 +360,12 @@ namespace {
 // per attention FLOP, then seconds per dense FLOP for each ubatch size (compute-bound ubatches).
 // Past the GEMM sizes, one column per weight type but the first (fit_state::type0): what its reads cost per byte beyond
 // the first type's (results of several models only: fit_row).
-enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_UNPACKED, T_TILED, T_LAYER, T_GEMM_LAYER, T_FLOAT_ROWS, T_GEMM0 };
+enum term { T_WEIGHTS, T_UBATCH, T_KV, T_ATTN_FLOPS, T_EXTRA_PASS, T_SCAN, T_UNPACKED, T_TILED, T_LAYER, T_GEMM_LAYER, T_FLOAT_ROWS, T_KSHIFT,
+            T_GEMM0 };
 const char * const k_term_names[T_GEMM0] = {"weight_read_fraction", "ubatch_overhead_s", "attn_s_per_kv_byte", "attn_s_per_flop",
                                             "extra_pass_s_per_byte", "attn_s_per_scanned_cell", "unpacked_s_per_param_row",
                                             "attn_tiled_s_per_kv_byte", "layer_overhead_s", "gemm_layer_overhead_s",
-                                            "float_gemm_extra_s_per_byte"};
+                                            "float_gemm_extra_s_per_byte", "k_shift_s_per_theta"};
 
 // What a fit needs of each result beside its ubatches: its model's layers (the per-layer cost) and its weight type (an
 // index into the fit's types: a read rate per type)
@@ -380,7 +397,7 @@ std::vector<ubatch_group> group_ubatches(const std::vector<ubatch_terms> & ubatc
         g->count += 1;
         for (double ubatch_terms::*f : {&ubatch_terms::kv_bytes, &ubatch_terms::attn_flops, &ubatch_terms::extra_pass_bytes,
                                         &ubatch_terms::scanned_cells, &ubatch_terms::unpacked_row_params,
-                                        &ubatch_terms::tiled_kv_bytes, &ubatch_terms::tiled_attn_flops}) {
+                                        &ubatch_terms::tiled_kv_bytes, &ubatch_terms::tiled_attn_flops, &ubatch_terms::k_shift_thetas}) {
             g->u.*f += t.*f;
         }
     }
@@ -500,6 +517,7 @@ bool solve(const result_groups & pts, const std::vector<double> & y, const std::
             row[T_SCAN] += t.scanned_cells;
             row[T_UNPACKED] += t.unpacked_row_params;
             row[T_TILED] += t.tiled_kv_bytes;
+            row[T_KSHIFT] += t.k_shift_thetas;
         }
         double fixed = 0;
         for (size_t k = 0; k < s.x.size(); ++k) {
@@ -535,7 +553,8 @@ std::vector<bool> branches(const result_groups & pts, const std::vector<fit_row>
 // attention terms, are taken from the base profile, each named in notes, until the results cover the
 // rest. False when even the weight-read and GEMM terms outnumber the results.
 bool keep_from_base(fit_state & s, const device_profile & base, size_t n_results, std::vector<std::string> & notes) {
-    const std::pair<size_t, double> order[] = {{T_FLOAT_ROWS, base.float_gemm_extra_s_per_byte},
+    const std::pair<size_t, double> order[] = {{T_KSHIFT, base.k_shift_s_per_theta},
+                                               {T_FLOAT_ROWS, base.float_gemm_extra_s_per_byte},
                                                {T_GEMM_LAYER, base.gemm_layer_overhead_s},
                                                {T_LAYER, base.layer_overhead_s},
                                                {T_SCAN, base.attn_s_per_scanned_cell},
@@ -579,7 +598,8 @@ double replay_cells(const llama_bench_row & p) {
     const double prompt = prompt_ubatches * prompt_kv * (1 + std::min(ub, seqs) / 64);
     const double gen_kv = seqs * ((double) p.n_depth + p.n_prompt) + gen_seqs * p.n_gen / 2.0;
     const double gen = seqs < 2 ? 0 : p.n_gen * std::ceil(gen_seqs / ub) * gen_kv * (1 + std::min(ub, gen_seqs) / 64);
-    return 8 * ctx + prompt + gen;
+    const double shifts = p.k_shift ? p.n_gen * ctx : 0;   // each K-shift walks the cache's cells
+    return 8 * ctx + prompt + gen + shifts;
 }
 
 // All the results one command replays: about 10-20 s (2^32 cells). Files of many large results ran for minutes
@@ -764,6 +784,9 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     // float weights read by a CUDA card's GEMM kernels (2+ tokens): free when some result has such ubatches
     s.x[T_FLOAT_ROWS] = base.float_gemm_extra_s_per_byte;
     if (!any_ubatch(pts, &ubatch_terms::float_multi_row)) s.active[T_FLOAT_ROWS] = false;
+    // the K-shift's rows: free when some result's steps follow K-shifts (kshift_steps.py's), else the base's price
+    s.x[T_KSHIFT] = base.k_shift_s_per_theta;
+    if (!any_ubatch(pts, &ubatch_terms::k_shift_thetas)) s.active[T_KSHIFT] = false;
     // the tiled flash-attention path's cells (visible only)
     s.x[T_TILED] = base.attn_tiled_s_per_kv_byte;
     if (!tiled_kv) s.active[T_TILED] = false;
@@ -837,7 +860,7 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
             // the per-ubatch cost, which one model's prompts at depth 0 fit; a CPU's tiled price keeps its later place)
             const char * why = "these results cannot separate it from the other terms";
             const term cuda_tiled = base.n_sm > 0 ? T_TILED : T_SCAN;   // T_SCAN: already first in the list, no second give-up
-            if (!give_up_first(s, {T_SCAN, T_UNPACKED, T_FLOAT_ROWS, T_GEMM_LAYER, T_LAYER, cuda_tiled}, why, r.notes) && !give_up_type(s, why, r.notes) &&
+            if (!give_up_first(s, {T_SCAN, T_KSHIFT, T_UNPACKED, T_FLOAT_ROWS, T_GEMM_LAYER, T_LAYER, cuda_tiled}, why, r.notes) && !give_up_type(s, why, r.notes) &&
                 !give_up_first(s, {T_UBATCH, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS}, why, r.notes)) {
                 throw usage_error("kvsim calibrate: the results cannot separate the weight-read and GEMM terms");
             }
@@ -865,7 +888,8 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
                 // the per-ubatch cost and the weight reads are both a constant per memory-bound ubatch: noise in
                 // results of many small ubatches traded one for the other (measured: llama.cpp -t 2, 35.8 ms per
                 // ubatch and weight reads below 0); the per-ubatch cost goes first, then the unseparable order
-                if (!give_up_first(s, {T_UBATCH, T_GEMM_LAYER, T_LAYER, T_SCAN, T_UNPACKED, T_FLOAT_ROWS, T_TILED, T_ATTN_FLOPS, T_KV, T_EXTRA_PASS},
+                if (!give_up_first(s, {T_UBATCH, T_GEMM_LAYER, T_LAYER, T_SCAN, T_KSHIFT, T_UNPACKED, T_FLOAT_ROWS, T_TILED, T_ATTN_FLOPS, T_KV,
+                                        T_EXTRA_PASS},
                                    "fitted against the weight reads, which came out below 0", r.notes)) {
                     throw weight_term_negative("kvsim calibrate: the weight-read term came out negative; the results do not look like "
                                                "one model on one machine");
@@ -926,6 +950,7 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     d.unpacked_s_per_param_row = s.x[T_UNPACKED];
     d.attn_tiled_s_per_kv_byte = s.x[T_TILED];
     d.float_gemm_extra_s_per_byte = s.x[T_FLOAT_ROWS];
+    d.k_shift_s_per_theta = s.x[T_KSHIFT];
     if (!s.active[T_FLOAT_ROWS] && !s.from_base[T_FLOAT_ROWS] && d.float_gemm_extra_s_per_byte > 0) {
         r.notes.push_back(fmt::format("float_gemm_extra_s_per_byte: kept from the base profile ({:g}): no result reads float weights "
                                       "memory-bound in a ubatch of 2 tokens or more", d.float_gemm_extra_s_per_byte));

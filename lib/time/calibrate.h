@@ -41,11 +41,16 @@ struct llama_bench_row {
     uint32_t seqs_generating() const { return n_seq_gen ? n_seq_gen : n_seq; }
     bool kv_unified = true;
     uint32_t n_ctx = 0;
+    // k_shift: before each of the n_gen steps the sequence's oldest cell is removed and the others shifted down one
+    // position (llama_memory_seq_rm + seq_add: a context shift of n_keep 0, n_discard 1), so every timed llama_decode
+    // first ropes the whole cache (scripts/time-validation/kshift_steps.py measures such steps)
+    bool k_shift = false;
     double avg_s = 0, stddev_s = 0;
     // llama-bench's build_commit (a markdown table: its "build: <commit> (<number>)" line) and the device it ran on
     // (gpu_info, else cpu_info; a markdown file: its "Device 0: <name>," line); empty when the file does not say
     std::string build, device;
-    std::string test_name() const;   // "pp512", "tg128", "pp512+tg128", with " @ d<depth>", " x<n_seq>", " (<n_seq_gen> decoding)"
+    // "pp512", "tg128", "pp512+tg128", with " @ d<depth>", " x<n_seq>", " (<n_seq_gen> decoding)", " after K-shifts"
+    std::string test_name() const;
 };
 
 // Reads `llama-bench -o json` output (also accepts JSON lines, -o jsonl, and llama-bench's default

@@ -32,21 +32,25 @@ struct datasheet {
     // cpu: visible, as ggml's CPU flash attention skips the cells a token's mask hides
     // (ggml-cpu/ops.cpp: ggml_compute_forward_flash_attn_ext_f16_one_chunk); a GPU kernel reads every cell up to n_kv
     const char * attention_cells = "n_kv";
+    // cpu: llama.cpp's K-shift, 6.4-6.9 ns per rotation angle with two threads of a Zen 4 host (docs/time-model.md,
+    // session 33); the GPU rooflines: 0 (not modelled)
+    double k_shift_s_per_theta = 0;
 };
 const datasheet k_presets[] = {{"h200-datasheet", "datasheet", 4800, 989, 143771, 63},
                                {"h100-datasheet", "datasheet", 3350, 989, 81559, 63},
                                {"a100-datasheet", "datasheet", 2039, 312, 81920, 31.5},
-                               {"cpu", "estimate", 67, 0.4, 0, 10, 4, "visible"}};
+                               {"cpu", "estimate", 67, 0.4, 0, 10, 4, "visible", 6.6e-9}};
 
 std::string datasheet_json(const datasheet & d) {
     return fmt::format(R"({{"name": "{}", "source": "{}", "bandwidth_gbs": {}, "peak_tflops": {},
   "weight_read_fraction": 1.0, "gemm_fraction": [[1, 1.0]], "ubatch_overhead_s": 0, "layer_overhead_s": 0,
   "attention": "roofline", "attention_cells": "{}", "attn_s_per_kv_byte": 0, "attn_s_per_flop": 0, "threads": 0, "memory_mib": {},
-  "host_link_gbs": {}, "repack_rows": {}, "extra_pass_s_per_byte": {}, "unpacked_s_per_param_row": {}}})",
+  "host_link_gbs": {}, "repack_rows": {}, "extra_pass_s_per_byte": {}, "unpacked_s_per_param_row": {}{}}})",
                        d.name, d.source, d.bandwidth_gbs, d.peak_tflops, d.attention_cells, d.memory_mib, d.host_link_gbs, d.repack_rows,
                        // a repacking CPU's extra passes at the bandwidth, its tinyBLAS rows (step_time.h unpacked_row_params)
                        // at the peak: 2 FLOPs per parameter and row, as the roofline's GEMM; a fit replaces both
-                       d.repack_rows ? 1.0 / (d.bandwidth_gbs * 1e9) : 0.0, d.repack_rows ? 2.0 / (d.peak_tflops * 1e12) : 0.0);
+                       d.repack_rows ? 1.0 / (d.bandwidth_gbs * 1e9) : 0.0, d.repack_rows ? 2.0 / (d.peak_tflops * 1e12) : 0.0,
+                       d.k_shift_s_per_theta > 0 ? fmt::format(", \"k_shift_s_per_theta\": {}", d.k_shift_s_per_theta) : "");
 }
 
 // The calibrated and derived GPU profiles (lib/time/shipped_profiles.json, written by
@@ -65,7 +69,7 @@ const std::vector<std::pair<std::string, std::string>> & calibrated_presets() {
 
 const std::set<std::string> k_fields = {"name", "source", "bandwidth_gbs", "peak_tflops", "threads", "memory_mib", "weight_read_fraction", "weight_read_fraction_by_type",
                                         "gemm_fraction", "float_gemm_speedup", "host_link_gbs", "repack_rows", "extra_pass_s_per_byte", "unpacked_s_per_param_row", "attn_s_per_scanned_cell", "attn_tiled_s_per_kv_byte", "ubatch_overhead_s", "layer_overhead_s", "gemm_layer_overhead_s", "n_sm", "float_gemm_extra_s_per_byte", "attn_s_per_kv_byte",
-                                        "attn_s_per_flop", "attention", "attention_cells", "description", "calibration"};
+                                        "attn_s_per_flop", "k_shift_s_per_theta", "attention", "attention_cells", "description", "calibration"};
 
 // Bounds a profile number must lie in: far beyond any device, yet a typo or a hostile file
 // (1e-300 GB/s, 1e300 s per ubatch) cannot turn every predicted time into 1e300 s or inf.
@@ -400,6 +404,7 @@ device_profile parse_device_profile(const nlohmann::json & j, const std::string 
     d.extra_pass_s_per_byte = number(j, "extra_pass_s_per_byte", where, 0, {0, 1e-6, false});
     d.unpacked_s_per_param_row = number(j, "unpacked_s_per_param_row", where, 0, {0, 1e-6, false});
     d.attn_s_per_scanned_cell = number(j, "attn_s_per_scanned_cell", where, 0, {0, 1e-6, false});
+    d.k_shift_s_per_theta = number(j, "k_shift_s_per_theta", where, 0, {0, 1e-6, false});
     d.attn_tiled_s_per_kv_byte = number(j, "attn_tiled_s_per_kv_byte", where, 0, {0, 1e-6, false});
     d.layer_overhead_s = number(j, "layer_overhead_s", where, 0, {0, 1, false});
     d.gemm_layer_overhead_s = number(j, "gemm_layer_overhead_s", where, 0, {0, 1, false});
@@ -458,6 +463,7 @@ nlohmann::json device_profile_json(const device_profile & d) {
     if (d.gemm_layer_overhead_s > 0) j["gemm_layer_overhead_s"] = d.gemm_layer_overhead_s;
     if (d.n_sm > 0) j["n_sm"] = d.n_sm;
     if (d.float_gemm_extra_s_per_byte > 0) j["float_gemm_extra_s_per_byte"] = d.float_gemm_extra_s_per_byte;
+    if (d.k_shift_s_per_theta > 0) j["k_shift_s_per_theta"] = d.k_shift_s_per_theta;
 
     return j;
 }

@@ -53,6 +53,11 @@ struct device_profile {
     // GB/s of the copies between the device's K/V and host memory that llama-server's RAM prompt cache and context
     // checkpoints make (llama_state_seq_get_data / set_data: save and restore); 0 = not modelled (they take no time).
     double host_link_gbs = 0;
+    // Seconds per rotation angle the K-shift computes (step_time.h: ubatch_terms::k_shift_thetas: cells x layers x
+    // head_dim / 2). llama.cpp ropes every cell of the cache, used or not, inside the llama_decode after a context
+    // shift's seq_add: at 8192 cells 80 ms on one Zen 4 core for Qwen2.5-0.5B, 3.5x its decode step
+    // (docs/time-model.md). 0 = not modelled (the GPU profiles: nothing measured there).
+    double k_shift_s_per_theta = 0;
     double layer_overhead_s = 0;        // fixed seconds per layer per ubatch
     // more fixed seconds per layer of a ubatch of two tokens or more (the GEMM kernels': llama.cpp's CUDA build takes
     // a matrix-vector kernel for one token and GEMMs from a few; a small model's GEMMs are far below the peak, e.g.

@@ -107,6 +107,7 @@ ubatch_terms step_time_model::terms(const std::vector<ubatch_work> & per_cache) 
     }
     const bool visible = charges_visible();
     for (const auto & w : per_cache) {
+        t.k_shift_thetas += w.k_shift_cells * w.n_layer * (model.head_dim / 2.0);
         // ggml-cpu/ops.cpp ggml_compute_forward_flash_attn_ext_f16: the tiled path from GGML_FA_TILE_Q (64) query rows.
         // Both paths read every mask value up to n_kv per query row and head: the one-row path tests each cell
         // (ggml_compute_forward_flash_attn_ext_f16_one_chunk), the tiled one converts a whole KV tile's mask before it
@@ -174,7 +175,7 @@ double step_time_model::seconds_of(const ubatch_terms & t) const {
                                              : std::max(t.gemv_output_bytes / read_rate, t.gemv_output_flops / (peak * device.gemm_fraction_at(1)));
     return (reads_only ? mem : std::max(mem, compute)) + gemv_output + attn +
            t.scanned_cells * device.attn_s_per_scanned_cell + t.extra_pass_bytes * device.extra_pass_s_per_byte +
-           t.unpacked_row_params * device.unpacked_s_per_param_row + device.ubatch_overhead_s +
+           t.unpacked_row_params * device.unpacked_s_per_param_row + t.k_shift_thetas * device.k_shift_s_per_theta + device.ubatch_overhead_s +
            model.n_layer * (device.layer_overhead_s + (t.n_tokens >= 2 ? device.gemm_layer_overhead_s : 0.0));
 }
 
@@ -228,10 +229,18 @@ void ubatch_work_collector::on_apply(const kv_cache & c, const slot_info & sinfo
                            tiled_ ? ubatch_tiled_cells(c, ub, n_kv, params_, n_head_, threads_) : -1,
                            threads_ > 1 && sinfo.n_stream() == 1 ? ubatch_split_kv_visible(c, ub, n_kv, params_, threads_) : -1,
                            kv_quantized_});
+    const auto shifted = std::find_if(k_shift_.begin(), k_shift_.end(), [&](const auto & k) { return k.first == &c; });
+    if (shifted != k_shift_.end()) {
+        work.back().back().k_shift_cells = shifted->second;
+        k_shift_.erase(shifted);
+    }
     if (next) next->on_apply(c, sinfo, ub, n_kv);
 }
 
 void ubatch_work_collector::on_update(const kv_memory & mem) {
+    for (const kv_cache * c : mem.caches()) {
+        if (c->get_has_shift()) k_shift_.emplace_back(c, (double) c->get_size() * c->get_n_stream());
+    }
     if (next) next->on_update(mem);
 }
 

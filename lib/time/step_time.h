@@ -28,6 +28,10 @@ struct ubatch_work {
     double tiled_cells = -1;  // rows x cells ggml's tiled path computes per head (ubatch_tiled_cells); < 0: not that path
     double split_kv_visible = -1;   // one token over its KV split among threads: the cells charged (ubatch_split_kv_visible); < 0: not split
     bool kv_quantized = false;      // K or V of a quantized type (q8_0, q4_0, ...): CUDA's kernel choice depends on it
+    // Cells of this cache the K-shift rotated before this ubatch: kv_size * n_stream on the first ubatch of a decode whose
+    // memory update applied one (llama_kv_cache::update, build_graph_shift: a rope over every cell of every layer, used
+    // or not, after a seq_add, the context shift's); 0 otherwise
+    double k_shift_cells = 0;
 };
 
 // Whether llama.cpp's CUDA build runs a ubatch's flash attention on its MMA kernel (query rows in tiles) rather than the
@@ -133,6 +137,12 @@ struct ubatch_terms {
     //   TB/s, the MMA kernel a 4-token prompt's at about 0.6 (docs/benchmarks.md).
     double tiled_kv_bytes = 0;
     double tiled_attn_flops = 0;   // 4 * tiled_cells * n_head * head_dim * n_layer of those ubatches (a roofline adds them)
+    // Rotation angles the K-shift before this ubatch computed: k_shift_cells * n_layer * head_dim / 2, all caches (priced
+    // by device k_shift_s_per_theta). ggml-cpu's rope computes a cos/sin pair per cell, layer and pair of rotated
+    // dimensions (ggml-cpu/ops.cpp: ggml_rope_cache_init, shared by the cell's KV heads) and then rotates each head's
+    // values; the angles are the cost: on one Zen 4 core 12.7-13.5 ns each for Qwen2.5-0.5B (2 KV heads) and
+    // Llama-3.2-1B (8) alike, at 2048 and 8192 cells (docs/time-model.md)
+    double k_shift_thetas = 0;
 };
 
 // t with the tiled path's bytes and FLOPs moved into kv_bytes / attn_flops: how a linear profile without a tiled price
@@ -193,6 +203,9 @@ public:
 private:
     const kv_cache * first_cache_;
     size_t bytes_ = 0;
+    // caches whose K-shift the memory update of the running decode applied, with their cells (on_update); the first
+    // ubatch placed in each carries them (ubatch_work::k_shift_cells)
+    std::vector<std::pair<const kv_cache *, double>> k_shift_;
     uint32_t n_swa_layers_ = 0, n_layer_ = 0;
     bool iswa_ = false;
     bool tiled_ = false;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Join kvsim's predicted step times with the real llama.cpp ones, step by step.
 
-  compare.py SIM_DIR REAL_STEPS.csv [--json OUT.json] [--joined OUT.csv]
+  compare.py SIM_DIR REAL_STEPS.csv [--ops OPS.csv] [--json OUT.json] [--joined OUT.csv]
 
 SIM_DIR is the `kvsim replay --out ... --steps-csv` folder: steps.csv (one row per llama_decode call, `step` =
 0-based index of the call in the --emit-ops order, `predicted_ms`) and requests.csv.
@@ -9,7 +9,9 @@ REAL_STEPS.csv is tv-decode-timer's output (step,n_tokens,ms,rc,...), from the e
 
 Per-step error = |predicted - real| / real, over the calls that succeeded in both (rc 0).
 Printed: median, p90, p99 of it, the median signed error (bias), totals, and the same split
-by kind (steps whose every token is a 1-token row = "generation only"; the rest "with prompt").
+by kind (steps whose every token is a 1-token row = "generation only"; the rest "with prompt"). With --ops (the op
+trace both ran), the steps after a context shift (an `add` row since the previous decode: llama_decode ropes the whole
+cache first, llama.cpp's K-shift) are also listed one by one.
 
 TTFT / TPOT of the real run: the real run executes the same calls back to back, so each request
 gets the real times of the same steps. The simulated clock is rebuilt from predicted_ms plus the
@@ -131,10 +133,30 @@ def latency(sim_dir, pred_ms, real_ms, starts):
     return out
 
 
+def steps_after_shift(path):
+    """The steps (0-based decode calls, grouped as tv-decode-timer groups them: consecutive decode rows of one batch
+    label) that follow an `add` or `div` row: the calls that apply a K-shift first."""
+    rows = read_csv(path, ["batch", "op"])
+    out, step, label, pending = set(), -1, None, False
+    for r in rows:
+        if r["op"] != "decode":
+            label = None
+            pending = pending or r["op"] in ("add", "div")
+            continue
+        if r["batch"] != label or label is None:
+            step += 1
+            label = r["batch"]
+            if pending:
+                out.add(step)
+            pending = False
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("sim_dir")
     ap.add_argument("real_steps")
+    ap.add_argument("--ops")
     ap.add_argument("--json")
     ap.add_argument("--joined")
     a = ap.parse_args()
@@ -173,6 +195,13 @@ def main():
     print(fmt_stats("all steps", res["all"]))
     print(fmt_stats("generation only", res["generation_only"]))
     print(fmt_stats("with prompt", res["with_prompt"]))
+    if a.ops:
+        shifted = [i for i in ok if i in steps_after_shift(a.ops)]
+        res["after_k_shift"] = err_stats([(pred_ms[i], real_ms[i]) for i in shifted])
+        print(fmt_stats("after a K-shift", res["after_k_shift"]))
+        for i in shifted:
+            print("  step %d (%s tokens): kvsim %.2f ms, real %.2f ms (%+.1f %%)" % (
+                i, real[i]["n_tokens"], pred_ms[i], real_ms[i], 100 * (pred_ms[i] - real_ms[i]) / real_ms[i]))
     if res["failed_calls"]:
         print("%d calls with rc != 0 in the real run (left out)" % res["failed_calls"])
     goal = res["all"]["median_abs_err"] <= 0.05 and res["all"]["p90_abs_err"] <= 0.15

@@ -24,6 +24,12 @@
 #                                       for a descheduled partner): docs/benchmarks.md
 #   TRACE=traces/azure/...csv LIMIT=12  first LIMIT requests of the trace
 #   CTX=8192 NP=4 KVU=1 B=2048 UB=512 FA=on CTK=f16 CTV=f16   replay / context settings
+#   CONTEXT_SHIFT=0|1                   1: the replay with --context-shift (llama-server's; a slice with shifts needs a
+#                                       small context, e.g. CTX=2048 NP=4 KVU=0 LIMIT=16: two shifts)
+#   CAL_CTX=$CTX                        the context of the timed calibration runs (batched-bench's, the K-shift steps):
+#                                       a small CTX for the replay would not hold their 4 x 528 or 16 x 272 cells
+#   KSHIFT_DEPTHS=512,2048 KSHIFT_STEPS=8   decode steps after a K-shift of the whole CAL_CTX cache, at these depths
+#                                       (kshift_steps.py); empty KSHIFT_DEPTHS: none, calibrate keeps the cpu profile's price
 #   ROUNDS=5                            interleaved rounds (calibration and timed replay each round)
 #   REPS=1                              llama-bench repetitions within a round
 #   STAT=min|median                     the statistic over rounds (merge_rounds.py says why min)
@@ -43,6 +49,8 @@ TRACE="${TRACE:-$REPO/traces/azure/AzureLLMInferenceTrace_conv_2023.csv}"
 LIMIT="${LIMIT:-12}"
 CTX="${CTX:-8192}" NP="${NP:-4}" KVU="${KVU:-1}" B="${B:-2048}" UB="${UB:-512}" FA="${FA:-on}"
 CTK="${CTK:-f16}" CTV="${CTV:-f16}" REPS="${REPS:-1}" ROUNDS="${ROUNDS:-5}" STAT="${STAT:-min}"
+CONTEXT_SHIFT="${CONTEXT_SHIFT:-0}" CAL_CTX="${CAL_CTX:-$CTX}" KSHIFT_DEPTHS="${KSHIFT_DEPTHS-512,2048}" KSHIFT_STEPS="${KSHIFT_STEPS:-8}"
+case "$CONTEXT_SHIFT" in 0|1) ;; *) echo "run.sh: CONTEXT_SHIFT must be 0 or 1, got '$CONTEXT_SHIFT'" >&2; exit 2 ;; esac
 ATTENTION_CELLS="${ATTENTION_CELLS:-}"
 case "$ATTENTION_CELLS" in ""|n_kv|visible) ;; *) echo "run.sh: ATTENTION_CELLS must be n_kv or visible, got '$ATTENTION_CELLS'" >&2; exit 2 ;; esac
 KVSIM="${KVSIM:-$REPO/build-val/kvsim}"
@@ -76,7 +84,8 @@ fi
   echo "llama.cpp   $(cat "$WORK/src/.commit") (GGML_NATIVE=ON, $BIN)"
   echo "cpu         $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) vCPUs, taskset $CPUS, -t $THREADS"
   echo "model       $MODEL ($PRESET, $WEIGHTS, random weights)"
-  echo "replay      $TRACE first $LIMIT requests, -c $CTX -np $NP kvu=$KVU -b $B -ub $UB -fa $FA -ctk $CTK -ctv $CTV"
+  echo "replay      $TRACE first $LIMIT requests, -c $CTX -np $NP kvu=$KVU -b $B -ub $UB -fa $FA -ctk $CTK -ctv $CTV$([ "$CONTEXT_SHIFT" = 1 ] && echo ' --context-shift')"
+  echo "calibration timed runs at -c $CAL_CTX; K-shift steps at depths ${KSHIFT_DEPTHS:-(none)}"
   echo "attention   cells charged: ${ATTENTION_CELLS:-the base profile default (cpu: visible)}"
   echo "protocol    $ROUNDS interleaved rounds, llama-bench -r $REPS per round; the $STAT over the rounds"
 } | tee "$OUT/env.txt"
@@ -87,6 +96,7 @@ load start
 KVUFLAG=$([ "$KVU" = 1 ] && echo -kvu || echo -no-kvu)
 REPLAY=(replay "$TRACE" --limit "$LIMIT" --model "$PRESET" --weights "$WEIGHTS" -c "$CTX" -np "$NP" "$KVUFLAG" -b "$B" -ub "$UB"
         -fa "$FA" -ctk "$CTK" -ctv "$CTV" --arrivals saturate --cache-ram 0 --backend none --no-progress)
+[ "$CONTEXT_SHIFT" = 1 ] && REPLAY+=(--context-shift)
 log "kvsim replay --emit-ops (first $LIMIT requests, --arrivals saturate: a gap-free clock for the TTFT join)"
 "$KVSIM" "${REPLAY[@]}" --device cpu --emit-ops "$OUT/ops.csv" --out "$OUT/sim-ops" > "$OUT/replay-ops.txt" 2>&1
 
@@ -105,6 +115,10 @@ python3 "$HERE/batched_steps.py" ops "$OUT/scan-ops.csv" $SCAN --n-batch "$B"
 MASKED_SEQS=16
 MASKED="--npp 256 --ntg 16 --npl $MASKED_SEQS --gen-seqs $NP"
 python3 "$HERE/batched_steps.py" ops "$OUT/masked-ops.csv" $MASKED --n-batch "$B"
+# llama-server's context shift: each decode step after one ropes the whole cache first (llama.cpp's K-shift), a cost
+# llama-bench never measures
+KSHIFT="--depths $KSHIFT_DEPTHS --steps $KSHIFT_STEPS"
+[ -n "$KSHIFT_DEPTHS" ] && python3 "$HERE/kshift_steps.py" ops "$OUT/kshift-ops.csv" $KSHIFT --n-batch "$B"
 FA1=$([ "$FA" = off ] && echo 0 || echo 1)
 # -lm none: the weights read into memory, as tv-decode-timer loads them (mapped weights were paged out by the host
 # between steps: tv-decode-timer.cpp)
@@ -121,17 +135,23 @@ for r in $(seq 1 "$ROUNDS"); do
   # several sequences in one cache (and one, as the same steps): decode steps of NP tokens whose attention walks
   # the other sequences' cells and whose output matrix computes NP rows, each decode timed (batched_steps.py)
   log "round $r/$ROUNDS: llama-batched-bench's runs timed call by call ($BATCHED)"
-  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/batched-ops.csv" -o "$OUT/batched-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
+  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/batched-ops.csv" -o "$OUT/batched-steps-$r.csv" -c "$CAL_CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
   load "batched $r"
   log "round $r/$ROUNDS: $NP prompts, then sequence 0 alone decodes, timed call by call ($SCAN)"
-  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/scan-ops.csv" -o "$OUT/scan-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
+  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/scan-ops.csv" -o "$OUT/scan-steps-$r.csv" -c "$CAL_CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
   load "scan $r"
   log "round $r/$ROUNDS: $MASKED_SEQS prompts, then $NP sequences decode among the others' cells, timed call by call ($MASKED)"
-  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/masked-ops.csv" -o "$OUT/masked-steps-$r.csv" -c "$CTX" -np "$MASKED_SEQS" "$KVUFLAG" \
+  "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/masked-ops.csv" -o "$OUT/masked-steps-$r.csv" -c "$CAL_CTX" -np "$MASKED_SEQS" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
   load "masked $r"
+  if [ -n "$KSHIFT_DEPTHS" ]; then
+    log "round $r/$ROUNDS: decode steps after a K-shift of $CAL_CTX cells, timed call by call ($KSHIFT)"
+    "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/kshift-ops.csv" -o "$OUT/kshift-steps-$r.csv" -c "$CAL_CTX" -np 1 \
+      -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
+    load "kshift $r"
+  fi
   log "round $r/$ROUNDS: real llama.cpp: tv-decode-timer on $(grep -c ',decode,' "$OUT/ops.csv") decode rows"
   "${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/ops.csv" -o "$OUT/real-steps-$r.csv" -c "$CTX" -np "$NP" "$KVUFLAG" \
     -b "$B" -ub "$UB" -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" >> "$OUT/log.txt" 2>&1
@@ -142,20 +162,27 @@ python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-pp.json" $(for 
 python3 "$HERE/merge_rounds.py" --stat "$STAT" bench "$OUT/bench-depth.json" $(for r in $seqs; do echo "$OUT/bench-depth-$r.json"; done)
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/batched-steps.csv" $(for r in $seqs; do echo "$OUT/batched-steps-$r.csv"; done) > /dev/null
 python3 "$HERE/batched_steps.py" bench "$OUT/batched-steps.csv" "$OUT/bench-pp.json" "$OUT/bench-np.json" $BATCHED \
-  --n-batch "$B" --n-ubatch "$UB" --ctx "$CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
+  --n-batch "$B" --n-ubatch "$UB" --ctx "$CAL_CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/scan-steps.csv" $(for r in $seqs; do echo "$OUT/scan-steps-$r.csv"; done) > /dev/null
 python3 "$HERE/batched_steps.py" bench "$OUT/scan-steps.csv" "$OUT/bench-pp.json" "$OUT/bench-scan.json" $SCAN \
-  --n-batch "$B" --n-ubatch "$UB" --ctx "$CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
+  --n-batch "$B" --n-ubatch "$UB" --ctx "$CAL_CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/masked-steps.csv" $(for r in $seqs; do echo "$OUT/masked-steps-$r.csv"; done) > /dev/null
 python3 "$HERE/batched_steps.py" bench "$OUT/masked-steps.csv" "$OUT/bench-pp.json" "$OUT/bench-masked.json" $MASKED \
-  --n-batch "$B" --n-ubatch "$UB" --ctx "$CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
+  --n-batch "$B" --n-ubatch "$UB" --ctx "$CAL_CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
+BENCH_KSHIFT=()
+if [ -n "$KSHIFT_DEPTHS" ]; then
+  python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/kshift-steps.csv" $(for r in $seqs; do echo "$OUT/kshift-steps-$r.csv"; done) > /dev/null
+  python3 "$HERE/kshift_steps.py" bench "$OUT/kshift-steps.csv" "$OUT/bench-pp.json" "$OUT/bench-kshift.json" $KSHIFT \
+    --n-batch "$B" --n-ubatch "$UB" --ctx "$CAL_CTX" --fa "$FA1" $([ "$KVU" = 1 ] && echo --kvu)
+  BENCH_KSHIFT=("$OUT/bench-kshift.json")
+fi
 python3 "$HERE/merge_rounds.py" --stat "$STAT" steps "$OUT/real-steps.csv" $(for r in $seqs; do echo "$OUT/real-steps-$r.csv"; done) | tee "$OUT/rounds.txt"
 
 # harness check (not kvsim): the timer on a llama-bench-like op trace, one 128-token prompt at
 # depth 0 then 32 single tokens, against llama-bench's pp128 (-ub 128) / pp1 (-ub 512) of this run
 { echo "batch,op,seq,n_tokens,p0,p1,delta,seq_dst"; echo "p,decode,0,128,0,,,"
   for i in $(seq 0 31); do echo "g$i,decode,0,1,$((128 + i)),,,"; done; } > "$OUT/selfcheck-ops.csv"
-"${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/selfcheck-ops.csv" -o "$OUT/selfcheck-steps.csv" -c "$CTX" -np 1 \
+"${pin[@]}" "$TIMER" -m "$MODEL" --ops "$OUT/selfcheck-ops.csv" -o "$OUT/selfcheck-steps.csv" -c "$CAL_CTX" -np 1 \
   -b "$B" -ub 128 -fa "$FA" -ctk "$CTK" -ctv "$CTV" -t "$THREADS" 2>> "$OUT/log.txt"
 python3 - "$OUT" <<'PY' | tee "$OUT/selfcheck.txt"
 import csv, json, statistics, sys
@@ -173,7 +200,7 @@ PY
 # --- 2. kvsim calibrate on the merged rounds --------------------------------------------------
 CELLS=(); [ -n "$ATTENTION_CELLS" ] && CELLS=(--attention-cells "$ATTENTION_CELLS")
 log "kvsim calibrate ${CELLS[*]:-}"
-"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-depth.json" "$OUT/bench-np.json" "$OUT/bench-scan.json" "$OUT/bench-masked.json" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
+"$KVSIM" calibrate "$OUT/bench-pp.json" "$OUT/bench-depth.json" "$OUT/bench-np.json" "$OUT/bench-scan.json" "$OUT/bench-masked.json" "${BENCH_KSHIFT[@]}" --model "$PRESET" "${CELLS[@]}" -o "$OUT/profile.json" 2>&1 | tee "$OUT/calibrate.txt"
 
 # --- 3. held-out validation -----------------------------------------------------------------
 log "kvsim replay with the fitted profile"
@@ -181,7 +208,7 @@ log "kvsim replay with the fitted profile"
 [ -f "$OUT/sim/steps.csv" ] || { log "MISSING: the replay wrote no steps.csv"; exit 3; }
 cmp -s "$OUT/ops.csv" "$OUT/ops-check.csv" || { log "the fitted profile's replay issued other ops than the timed trace"; exit 3; }
 log "compare"
-python3 "$HERE/compare.py" "$OUT/sim" "$OUT/real-steps.csv" --json "$OUT/result.json" --joined "$OUT/joined.csv" \
+python3 "$HERE/compare.py" "$OUT/sim" "$OUT/real-steps.csv" --ops "$OUT/ops.csv" --json "$OUT/result.json" --joined "$OUT/joined.csv" \
   | tee "$OUT/result.txt"
 # the what-if re-charges an n_kv profile's attention on the visible cells: nothing to add when
 # the profile already charges them
