@@ -57,7 +57,12 @@ def main():
             f.write("step,n_tokens,ms,rc\n0,4,9.0,0\n1,1,50.0,0\n")
         os.remove(out)
         r = run("bench", steps, MODEL_FROM, out, "--depths", "4,3000", "--steps", "3")
-        check(r.returncode == 2 and "not this trace's" in r.stderr and not os.path.exists(out), "short steps: %d %s" % (r.returncode, r.stderr))
+        check(r.returncode == 2 and "has 9 decodes" in r.stderr and not os.path.exists(out), "short steps: %d %s" % (r.returncode, r.stderr))
+        # a context that cannot hold the depth (the shift ropes all of it), and an output over an input: refused
+        r = run("bench", steps, MODEL_FROM, out, "--depths", "4,3000", "--steps", "3", "--ctx", "2048")
+        check(r.returncode == 2 and "--ctx 2048" in r.stderr and r.stderr.startswith("kshift_steps.py:"), "ctx: " + r.stderr)
+        r = run("bench", steps, MODEL_FROM, steps, "--depths", "4,3000", "--steps", "3")
+        check(r.returncode == 2 and "the output is the input" in r.stderr, "output over input: " + r.stderr)
         r = run("ops", ops, "--depths", "1", "--steps", "3")
         check(r.returncode == 2 and "at least 2" in r.stderr, "depth 1: " + r.stderr)
     if failed:

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -17,10 +18,12 @@ using namespace kvsim_test;
 
 namespace {
 // The cpu profile charging every cell up to n_kv (its default is the visible cells): the hand-made results below
-// are written out with n_kv, which keeps their arithmetic to the cache's own padding.
+// are written out with n_kv, which keeps their arithmetic to the cache's own padding. No K-shift price: none of them
+// shifts, and a kept price would add its note to the notes the tests count.
 device_profile cpu_n_kv() {
     device_profile d = device_preset("cpu");
     d.attention_cells = "n_kv";
+    d.k_shift_s_per_theta = 0;
     return d;
 }
 const char * k_data = "tests/data/llama-bench/synthetic-llama-3.2-1b-q4_0.json";
@@ -652,6 +655,30 @@ TEST_CASE("calibrate: Q8_0 on x86 prices 2-token ubatches as GEMMs, from a secon
         CHECK_MESSAGE(std::abs(p.error()) < 0.05, p.bench.test_name(), " ", p.error());
     }
     CHECK(small == 5);   // pp1 and pp2 at -ub 128 and 512, pp2 of the depth run at depth 0
+}
+
+// Real results with decode steps after K-shifts (tests/data/llama-bench/README.md): the fit's price per rotation angle
+// against the same K-shift measured apart, as the difference between decodes with and without a preceding shift
+// (6.35 ns for this model at -t 2 on that host, docs/benchmarks.md session 33), not computed by calibrate
+TEST_CASE("calibrate: the K-shift price from steps after K-shifts, near the shift measured apart") {
+    auto pts = read_llama_bench("tests/data/llama-bench/measured-min5-qwen2.5-0.5b-q4_0-zen4-t2-kshift.json");
+    REQUIRE(pts.size() == 50);
+    const calibration_result r = calibrate(pts, model_preset("qwen2.5-0.5b"), nullptr, device_preset("cpu"));
+    CHECK(r.profile.k_shift_s_per_theta == doctest::Approx(6.35e-9).epsilon(0.1));
+    size_t shifted = 0;
+    for (const auto & p : r.points) {
+        if (!p.bench.k_shift) continue;
+        ++shifted;
+        CHECK_MESSAGE(std::abs(p.error()) < 0.05, p.bench.test_name(), " ", p.error());
+    }
+    CHECK(shifted == 2);
+    // without those rows nothing prices the shift: the base's price stays
+    pts.erase(std::remove_if(pts.begin(), pts.end(), [](const llama_bench_row & p) { return p.k_shift; }), pts.end());
+    const calibration_result kept = calibrate(pts, model_preset("qwen2.5-0.5b"), nullptr, device_preset("cpu"));
+    CHECK(kept.profile.k_shift_s_per_theta == device_preset("cpu").k_shift_s_per_theta);
+    bool noted = false;   // said, not printed as if fitted (hostile check, session 33)
+    for (const auto & n : kept.notes) noted |= n.find("k_shift_s_per_theta: kept from the base profile") != std::string::npos;
+    CHECK(noted);
 }
 
 // Real llama-bench results of llama.cpp -t 2 (tests/data/llama-bench/README.md): the per-ubatch cost and the weight

@@ -166,6 +166,22 @@ TEST_CASE("timed replay: the split by query tokens per stream, counted by hand f
     CHECK(by.at("several_per_stream").at("ubatches").get<size_t>() == 11);
 }
 
+// a profile without a K-shift price (every GPU profile: nothing measured there) says its times leave the shifts out
+TEST_CASE("context shifts under a profile that does not price the K-shift: a time-model warning") {
+    const std::string base = "replay traces/requests/azure_sample.csv --model tiny-llama -c 512 -np 2 --context-shift --backend none "
+                             "--no-progress --out ";
+    scratch_dir dir("cli_kshift_warning");
+    const auto gpu = run_kvsim(base + (dir / "gpu") + " --device h200");
+    REQUIRE_MESSAGE(gpu.rc == 0, gpu.err);
+    CHECK(gpu.out.find("context shifts          1") != std::string::npos);
+    CHECK_MESSAGE(gpu.out.find("1 context shift(s): this profile does not price llama.cpp's K-shift") != std::string::npos, gpu.out);
+    const auto s = nlohmann::json::parse(read_text(dir / "gpu/summary.json"));
+    CHECK(s["time_model_warnings"].dump().find("K-shift") != std::string::npos);
+    const auto cpu = run_kvsim(base + (dir / "cpu") + " --device cpu");
+    REQUIRE_MESSAGE(cpu.rc == 0, cpu.err);
+    CHECK(cpu.out.find("K-shift") == std::string::npos);   // the cpu profile prices it
+}
+
 TEST_CASE("--emit-ops writes an op trace that replays to the same decodes and peaks") {
     scratch_dir dir("cli_emit");
     const std::string flags = " --model tiny-llama -c 4096 -np 2 -kvu";
@@ -576,7 +592,8 @@ TEST_CASE("replay: a file output named - is standard output, the summary then on
 
     const auto neg = run_kvsim(trace + " --limit -1");
     CHECK(neg.rc == 2);
-    CHECK_MESSAGE(neg.err.find("--limit") != std::string::npos, neg.err);
+    CHECK_MESSAGE(neg.err.find("--limit: '-1' is not a whole number >= 0") != std::string::npos, neg.err);
+    CHECK(run_kvsim(trace + " --limit 3abc").err.find("'3abc' is not a whole number") != std::string::npos);
     CHECK(neg.out.empty());
 }
 
@@ -774,6 +791,10 @@ TEST_CASE("a report that standard output cannot take is exit 1 naming why, for k
     }
     CHECK(run("kvsim", "devices", ">&-") == 1);
     CHECK_MESSAGE(read_text(err).find("kvsim: error: cannot write standard output") != std::string::npos, read_text(err));
+    // a file output named - on a closed standard output: the same words and status (it was exit 2, "cannot write
+    // /dev/stdout: No such file or directory")
+    CHECK(run("kvsim", "replay traces/requests/azure_sample.csv --model tiny-llama --backend none --no-progress --emit-ops -", ">&-") == 1);
+    CHECK_MESSAGE(read_text(err) == "kvsim: error: cannot write standard output: Bad file descriptor\n", read_text(err));
     // written whole: exit 0, nothing on standard error
     CHECK(run("kvsim", "devices", ">/dev/null") == 0);
     CHECK(read_text(err).empty());

@@ -107,6 +107,9 @@ TEST_CASE("llama-bench files: out-of-range fields are refused by name, not wrapp
         std::ofstream(dir / "g.json") << j.dump();
         CHECK(bench_error(dir / "g.json").find("n_gen is 0") != std::string::npos);
     }
+    // a context smaller than the row's cells was widened silently (the K-shift's price depends on it: hostile check,
+    // session 33)
+    CHECK(with("n_ctx", 100).find("field n_ctx") != std::string::npos);
     // k_shift: a bool, and only on steps of one sequence with a cell to remove
     CHECK(with("k_shift", 1).find("field k_shift must be true or false") != std::string::npos);
     {

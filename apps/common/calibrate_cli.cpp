@@ -163,7 +163,7 @@ int calibrate_cli::run(std::ostream & term) {
                                                     d.extra_pass_s_per_byte * 1e12, d.repack_rows, d.unpacked_s_per_param_row * 1e12,
                                                     d.attn_s_per_scanned_cell * 1e9)
                                       : "",
-                        d.k_shift_s_per_theta > 0 ? fmt::format("; K-shift {:.2f} ns per K row rotated", d.k_shift_s_per_theta * 1e9) : "");
+                        d.k_shift_s_per_theta > 0 ? fmt::format("; K-shift {:.2f} ns per rotation angle", d.k_shift_s_per_theta * 1e9) : "");
     // a results file's name that is not UTF-8 is written with U+FFFD (nlohmann's strict dump threw after the fit)
     // on standard output non-ASCII is written as \uXXXX: a file name's C1 control (U+009B, a terminal's CSI) stays text
     const std::string text = j.dump(2, ' ', out.empty(), nlohmann::json::error_handler_t::replace);

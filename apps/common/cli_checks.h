@@ -5,7 +5,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <stdexcept>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace kvsim {
@@ -17,6 +22,17 @@ inline CLI::Validator non_empty_name(bool optional = true) {
             return v.empty() ? std::string(optional ? "an empty name (leave the option out for its default)" : "an empty name") : std::string();
         },
         "", "non-empty");
+}
+
+// A count CLI11 reads into an unsigned type, where -1 wrapped to the largest value (`--limit -1` replayed every
+// request); CLI::NonNegativeNumber refused it with a 309-digit range and called "3abc" out of range. Digits only.
+inline CLI::Validator whole_count() {
+    return CLI::Validator(
+        [](std::string & v) {
+            const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+            return digits ? std::string() : "'" + v + "' is not a whole number >= 0";
+        },
+        "", "whole count");
 }
 
 // Why an argument spelled with '=' cannot be parsed as meant, or "" when none: `--out=` with nothing after '='
@@ -41,8 +57,11 @@ inline std::string bad_assignment(const std::vector<std::string> & typed, const 
 
 // `-`, the usual name of standard output, given to a file output: /dev/stdout, which atomic_file writes in place (a file
 // named '-' used to be written). True when `path` was `-`.
+// A closed standard output (`>&-`) is named as stdout_status names it (an I/O failure, exit 1), not as a missing
+// /dev/stdout (exit 2).
 inline bool dash_is_stdout(std::string & path) {
     if (path != "-") return false;
+    if (::fcntl(STDOUT_FILENO, F_GETFL) == -1) throw std::runtime_error(std::string("cannot write standard output: ") + std::strerror(errno));
     path = "/dev/stdout";
     return true;
 }

@@ -198,7 +198,7 @@ void replay_cli::add_server(CLI::App & cmd) {
     request_only.push_back(cmd.add_option("--bandwidth-gbs", bandwidth_gbs, "Override the device memory bandwidth (GB/s)"));
     request_only.push_back(cmd.add_option("--tflops", peak_tflops, "Override the device peak compute (TFLOP/s)"));
     // size_t: CLI11 would take -1 as the largest count (every request) without the check
-    request_only.push_back(cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)")->check(CLI::NonNegativeNumber));
+    request_only.push_back(cmd.add_option("--limit", o.limit, "Replay only the first N requests (0 = all)")->check(whole_count()));
     request_only.push_back(cmd.add_flag("--suggest-bench", o.suggest_bench,
                                         "Print the llama-bench command whose results cover the steps this replay ran (tokens per "
                                         "call, prompt chunks, depths): what kvsim calibrate needs for this workload"));

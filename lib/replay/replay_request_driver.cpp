@@ -305,6 +305,12 @@ public:
                                            "{} weights; no validation covers speculative decoding", opt_.draft_model->name,
                                            tm.weights_name()));
         }
+        // llama.cpp ropes the whole cache after each context shift (step_time.h: ubatch_terms::k_shift_thetas)
+        if (tt.context_shifts > 0 && tm.device.k_shift_s_per_theta == 0) {
+            warnings.push_back(fmt::format("{} context shift(s): this profile does not price llama.cpp's K-shift (k_shift_s_per_theta "
+                                           "0; a rope over every cell of the cache in the next llama_decode, 3.5x a Qwen2.5-0.5B "
+                                           "decode step at 8192 cells on one CPU core: docs/time-model.md)", tt.context_shifts));
+        }
         if (!warnings.empty()) rep.summary["time_model_warnings"] = warnings;
         const auto sim = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto & r) { return r.first == "time accuracy"; });
         size_t at = sim == rep.rows.end() ? rep.rows.size() : (size_t) (sim - rep.rows.begin()) + 1;

@@ -117,6 +117,13 @@ llama_bench_row parse_point(const json & o, const std::string & file, size_t ind
     if ((double) p.n_seq * (p.n_prompt + p.n_gen + p.n_depth) > k_max_bench_tokens) {
         bad_field(e, "n_seq", std::to_string(p.n_seq), fmt::format("times the tokens per sequence exceeds {:.0f} tokens", k_max_bench_tokens));
     }
+    // a context that cannot hold the row's cells could not have run it (bench_context used to widen it silently; a
+    // K-shift ropes every cell of the context, so its price depends on the size given)
+    if (p.n_ctx > 0 && (double) p.n_ctx < (double) p.n_seq * (p.n_prompt + p.n_gen + p.n_depth)) {
+        bad_field(e, "n_ctx", std::to_string(p.n_ctx),
+                  fmt::format("is smaller than the row's {} sequence(s) x {} tokens (n_depth + n_prompt + n_gen)", p.n_seq,
+                              (uint64_t) p.n_prompt + p.n_gen + p.n_depth));
+    }
     // a decode step of 64+ sequences takes ggml's tiled path, whose replay walks K/V tiles x sequences every step
     // (ubatch_tiled_cells): quadratic in n_gen. 256 sequences x 4000 steps, within the token caps, replayed for 8 min
     const double seqs = p.seqs_generating();
@@ -598,7 +605,8 @@ double replay_cells(const llama_bench_row & p) {
     const double prompt = prompt_ubatches * prompt_kv * (1 + std::min(ub, seqs) / 64);
     const double gen_kv = seqs * ((double) p.n_depth + p.n_prompt) + gen_seqs * p.n_gen / 2.0;
     const double gen = seqs < 2 ? 0 : p.n_gen * std::ceil(gen_seqs / ub) * gen_kv * (1 + std::min(ub, gen_seqs) / 64);
-    const double shifts = p.k_shift ? p.n_gen * ctx : 0;   // each K-shift walks the cache's cells
+    // each K-shift walks the cache's cells, about 30x a counted cell (a hostile check: 88 ms a step at 10^6 cells)
+    const double shifts = p.k_shift ? 32 * p.n_gen * ctx : 0;
     return 8 * ctx + prompt + gen + shifts;
 }
 
@@ -951,6 +959,10 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     d.attn_tiled_s_per_kv_byte = s.x[T_TILED];
     d.float_gemm_extra_s_per_byte = s.x[T_FLOAT_ROWS];
     d.k_shift_s_per_theta = s.x[T_KSHIFT];
+    if (!s.active[T_KSHIFT] && !s.from_base[T_KSHIFT] && d.k_shift_s_per_theta > 0 && !any_ubatch(pts, &ubatch_terms::k_shift_thetas)) {
+        r.notes.push_back(fmt::format("k_shift_s_per_theta: kept from the base profile ({:g}): no result's steps follow a K-shift "
+                                      "(scripts/time-validation/kshift_steps.py measures them)", d.k_shift_s_per_theta));
+    }
     if (!s.active[T_FLOAT_ROWS] && !s.from_base[T_FLOAT_ROWS] && d.float_gemm_extra_s_per_byte > 0) {
         r.notes.push_back(fmt::format("float_gemm_extra_s_per_byte: kept from the base profile ({:g}): no result reads float weights "
                                       "memory-bound in a ubatch of 2 tokens or more", d.float_gemm_extra_s_per_byte));

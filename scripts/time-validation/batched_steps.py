@@ -29,6 +29,7 @@ batched-bench's 2-sequence steps measured 76 ms where the same steps of the repl
 """
 import argparse
 import json
+import os
 import sys
 
 import merge_rounds
@@ -36,7 +37,8 @@ from batched_to_bench import bench_rows
 
 
 def die(msg):
-    print("batched_steps.py: " + msg, file=sys.stderr)
+    # the running script's name: kshift_steps.py reuses these readers
+    print(os.path.basename(sys.argv[0]) + ": " + msg, file=sys.stderr)
     sys.exit(2)
 
 
@@ -133,12 +135,20 @@ def read_model_from(path):
     return ref[0]
 
 
-def write_bench(a):
-    ntg = n_gen(a, 2)
+def check_settings(a, inputs, out):
+    """The rows' settings in range, and the output none of the inputs (it would replace a measurement)."""
     for v, name, lo, hi in ((a.n_batch, "--n-batch", 1, 1 << 20), (a.n_ubatch, "--n-ubatch", 1, 1 << 20),
                             (a.ctx, "--ctx", 1, 1 << 24), (a.fa, "--fa", 0, 1)):
         if not lo <= v <= hi:
             die("%s %d: not in [%d, %d]" % (name, v, lo, hi))
+    for i in inputs:
+        if os.path.exists(out) and os.path.samefile(i, out):
+            die("%s: the output is the input %s" % (out, i))
+
+
+def write_bench(a):
+    ntg = n_gen(a, 2)
+    check_settings(a, (a.steps, a.model_from), a.out)
     ref, steps = read_model_from(a.model_from), read_steps(a.steps)
     need = sum(n_prompt_calls(a, pp, pl) + ntg for pp, pl in runs(a))
     if len(steps) != need:
@@ -168,31 +178,42 @@ def write_bench(a):
     merge_rounds.write_atomic(a.out, lambda f: json.dump(out, f, indent=1))
 
 
-def main():
+def parser():
+    """The arguments both this script and kshift_steps.py take: the mode, its files, the rows' settings."""
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["ops", "bench"])
     ap.add_argument("files", nargs="+")
-    for o in ("--npp", "--ntg", "--npl"):
-        ap.add_argument(o, required=True)
-    ap.add_argument("--n-batch", type=int, default=2048)
-    ap.add_argument("--n-ubatch", type=int, default=512)
-    ap.add_argument("--ctx", type=int, default=8192)
-    ap.add_argument("--fa", type=int, default=1)
+    for name, default in (("--n-batch", 2048), ("--n-ubatch", 512), ("--ctx", 8192), ("--fa", 1)):
+        ap.add_argument(name, type=int, default=default)
     ap.add_argument("--kvu", action="store_true")
-    ap.add_argument("--gen-seqs", type=int, default=None)
-    a = ap.parse_args()
-    if a.gen_seqs is not None and not 1 <= a.gen_seqs <= 256:
-        die("--gen-seqs %d: not in [1, 256]" % a.gen_seqs)
+    return ap
+
+
+def dispatch(a, run_args, steps_attr, write_ops, write_bench):
+    """ops OUT.csv, or bench STEPS.csv MODEL_FROM.json OUT.json (STEPS.csv's name as a.<steps_attr>)."""
+    prog = os.path.basename(sys.argv[0])
     if a.mode == "ops":
         if len(a.files) != 1:
-            die("usage: batched_steps.py ops OUT.csv --npp ... --ntg ... --npl ...")
+            die("usage: %s ops OUT.csv %s" % (prog, run_args))
         a.out = a.files[0]
         write_ops(a)
     else:
         if len(a.files) != 3:
-            die("usage: batched_steps.py bench STEPS.csv MODEL_FROM.json OUT.json --npp ... --ntg ... --npl ...")
-        a.steps, a.model_from, a.out = a.files
+            die("usage: %s bench STEPS.csv MODEL_FROM.json OUT.json %s" % (prog, run_args))
+        steps, a.model_from, a.out = a.files
+        setattr(a, steps_attr, steps)
         write_bench(a)
+
+
+def main():
+    ap = parser()
+    for o in ("--npp", "--ntg", "--npl"):
+        ap.add_argument(o, required=True)
+    ap.add_argument("--gen-seqs", type=int, default=None)
+    a = ap.parse_args()
+    if a.gen_seqs is not None and not 1 <= a.gen_seqs <= 256:
+        die("--gen-seqs %d: not in [1, 256]" % a.gen_seqs)
+    dispatch(a, "--npp ... --ntg ... --npl ...", "steps", write_ops, write_bench)
 
 
 if __name__ == "__main__":

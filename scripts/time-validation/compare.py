@@ -42,6 +42,8 @@ def read_csv(path, need):
             rows = list(csv.DictReader(f))
     except OSError as e:
         die("%s: cannot read (%s)" % (path, e.strerror))
+    except (UnicodeDecodeError, csv.Error) as e:
+        die("%s: not a CSV file (%s)" % (path, e))
     if not rows:
         die("%s: no rows" % path)
     for c in need:
@@ -133,22 +135,32 @@ def latency(sim_dir, pred_ms, real_ms, starts):
     return out
 
 
-def steps_after_shift(path):
+def steps_after_shift(path, real):
     """The steps (0-based decode calls, grouped as tv-decode-timer groups them: consecutive decode rows of one batch
-    label) that follow an `add` or `div` row: the calls that apply a K-shift first."""
-    rows = read_csv(path, ["batch", "op"])
-    out, step, label, pending = set(), -1, None, False
+    label) that follow an `add` or `div` row: the calls that apply a K-shift first. The trace must be the one the real
+    run timed: as many calls, each of the real step's n_tokens."""
+    rows = read_csv(path, ["batch", "op", "n_tokens"])
+    out, tokens, label, pending = set(), [], None, False
     for r in rows:
         if r["op"] != "decode":
             label = None
             pending = pending or r["op"] in ("add", "div")
             continue
+        try:
+            n = int(r["n_tokens"])
+        except ValueError:
+            die("%s: a decode row's n_tokens %r is not a whole number" % (path, r["n_tokens"]))
         if r["batch"] != label or label is None:
-            step += 1
             label = r["batch"]
             if pending:
-                out.add(step)
+                out.add(len(tokens))
+            tokens.append(0)
             pending = False
+        tokens[-1] += n
+    want = [int(r["n_tokens"]) for r in real]
+    if tokens != want:
+        die("%s: %d decode calls (first tokens %s) where %d were timed (%s): not the op trace of the real run" % (
+            path, len(tokens), tokens[:4], len(want), want[:4]))
     return out
 
 
@@ -173,6 +185,7 @@ def main():
         if "n_tokens" in s and s["n_tokens"] and int(s["n_tokens"]) != int(r["n_tokens"]):
             die("step %s: n_tokens %s (kvsim) vs %s (real): not the same op trace" % (s["step"], s["n_tokens"], r["n_tokens"]))
 
+    after_shift = steps_after_shift(a.ops, real) if a.ops else set()   # checked before anything is printed
     # restore rows (RAM prompt-cache restores as decode calls: llama-server computes nothing) and
     # failed calls are left out; run.sh avoids restores (--cache-ram 0)
     ok = [i for i, r in enumerate(real) if int(r["rc"]) == 0 and sim[i].get("kind", "decode") == "decode"
@@ -196,7 +209,7 @@ def main():
     print(fmt_stats("generation only", res["generation_only"]))
     print(fmt_stats("with prompt", res["with_prompt"]))
     if a.ops:
-        shifted = [i for i in ok if i in steps_after_shift(a.ops)]
+        shifted = [i for i in ok if i in after_shift]
         res["after_k_shift"] = err_stats([(pred_ms[i], real_ms[i]) for i in shifted])
         print(fmt_stats("after a K-shift", res["after_k_shift"]))
         for i in shifted:

@@ -16,11 +16,10 @@ that trace (merge_rounds.py's minimum over the rounds) into one row per depth: n
 kvsim's field k_shift (kvsim calibrate replays the same rm, add and decode before each step), the first step after the
 prompt left out as batched_steps.py leaves it out (a transient kvsim's step terms do not model).
 """
-import argparse
 import json
 
 import merge_rounds
-from batched_steps import die, ints, read_model_from, read_steps
+from batched_steps import check_settings, die, dispatch, ints, parser, read_model_from, read_steps
 from batched_to_bench import bench_rows
 
 
@@ -46,13 +45,20 @@ def write_ops(a):
 
 def write_bench(a):
     depths = ints(a.depths, "--depths", 1 << 20)
+    check_settings(a, (a.steps_csv, a.model_from), a.out)
     ref, steps = read_model_from(a.model_from), read_steps(a.steps_csv)
+    # a K-shift ropes the whole context: the depths and their steps must fit in it
+    if max(depths) + a.steps > a.ctx:
+        die("--ctx %d: smaller than the largest depth %d plus --steps %d" % (a.ctx, max(depths), a.steps))
     want = []
     for d in depths:
         want += prompt_calls(d, a.n_batch) + [1] * a.steps
-    if [r["n_tokens"] for r in steps] != [str(n) for n in want]:
-        die("%s: %d steps that are not this trace's (--depths %s --steps %d --n-batch %d make %d)" %
+    if len(steps) != len(want):
+        die("%s: %d steps, the trace of --depths %s --steps %d --n-batch %d has %d decodes" %
             (a.steps_csv, len(steps), a.depths, a.steps, a.n_batch, len(want)))
+    for i, (r, n) in enumerate(zip(steps, want)):
+        if r["step"].strip() != str(i) or not r["n_tokens"].strip().isdigit() or int(r["n_tokens"]) != n:
+            die("%s: row %d (step %r, n_tokens %r): this trace's decode %d has %d tokens" % (a.steps_csv, i + 2, r["step"], r["n_tokens"], i, n))
     if any(r["rc"] != 0 for r in steps):
         die("%s: a decode failed" % a.steps_csv)
     out, i = [], 0
@@ -66,31 +72,15 @@ def write_bench(a):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["ops", "bench"])
-    ap.add_argument("files", nargs="+")
+    ap = parser()
     ap.add_argument("--depths", required=True)
     ap.add_argument("--steps", type=int, required=True)
-    ap.add_argument("--n-batch", type=int, default=2048)
-    ap.add_argument("--n-ubatch", type=int, default=512)
-    ap.add_argument("--ctx", type=int, default=8192)
-    ap.add_argument("--fa", type=int, default=1)
-    ap.add_argument("--kvu", action="store_true")
     a = ap.parse_args()
     if not 2 <= a.steps <= 4096:
         die("--steps %d: not in [2, 4096]" % a.steps)
     if not 1 <= a.n_batch <= 1 << 20:
         die("--n-batch %d: not in [1, %d]" % (a.n_batch, 1 << 20))
-    if a.mode == "ops":
-        if len(a.files) != 1:
-            die("usage: kshift_steps.py ops OUT.csv --depths ... --steps N")
-        a.out = a.files[0]
-        write_ops(a)
-    else:
-        if len(a.files) != 3:
-            die("usage: kshift_steps.py bench STEPS.csv MODEL_FROM.json OUT.json --depths ... --steps N")
-        a.steps_csv, a.model_from, a.out = a.files
-        write_bench(a)
+    dispatch(a, "--depths ... --steps N", "steps_csv", write_ops, write_bench)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ LIMIT="${LIMIT:-12}"
 CTX="${CTX:-8192}" NP="${NP:-4}" KVU="${KVU:-1}" B="${B:-2048}" UB="${UB:-512}" FA="${FA:-on}"
 CTK="${CTK:-f16}" CTV="${CTV:-f16}" REPS="${REPS:-1}" ROUNDS="${ROUNDS:-5}" STAT="${STAT:-min}"
 CONTEXT_SHIFT="${CONTEXT_SHIFT:-0}" CAL_CTX="${CAL_CTX:-$CTX}" KSHIFT_DEPTHS="${KSHIFT_DEPTHS-512,2048}" KSHIFT_STEPS="${KSHIFT_STEPS:-8}"
-case "$CONTEXT_SHIFT" in 0|1) ;; *) echo "run.sh: CONTEXT_SHIFT must be 0 or 1, got '$CONTEXT_SHIFT'" >&2; exit 2 ;; esac
+case "$CONTEXT_SHIFT" in 0|1) ;; *) printf "run.sh: CONTEXT_SHIFT must be 0 or 1, got %q\n" "$CONTEXT_SHIFT" >&2; exit 2 ;; esac
 ATTENTION_CELLS="${ATTENTION_CELLS:-}"
 case "$ATTENTION_CELLS" in ""|n_kv|visible) ;; *) echo "run.sh: ATTENTION_CELLS must be n_kv or visible, got '$ATTENTION_CELLS'" >&2; exit 2 ;; esac
 KVSIM="${KVSIM:-$REPO/build-val/kvsim}"
@@ -59,6 +59,19 @@ BIN="$WORK/build/bin"
 TIMER="$WORK/tv-decode-timer"
 
 die() { echo "run.sh: $*" >&2; exit 2; }
+# the calibration runs' settings, before anything runs: a bad one used to fail after minutes, or after all the rounds
+whole() { [[ "$2" =~ ^[0-9]+$ ]] && [ "${#2}" -le 9 ] || die "$1 must be a whole number, got $(printf %q "$2")"; }
+whole CAL_CTX "$CAL_CTX"; whole NP "$NP"; whole KSHIFT_STEPS "$KSHIFT_STEPS"
+# batched-bench's runs hold NP x (512 + 16) cells, the masked-cell run 16 x (256 + 16)
+CAL_NEED=$(( NP * 528 > 4352 ? NP * 528 : 4352 ))
+[ "$CAL_CTX" -ge "$CAL_NEED" ] || die "CAL_CTX $CAL_CTX cannot hold the calibration runs' $CAL_NEED cells (NP $NP)"
+if [ -n "$KSHIFT_DEPTHS" ]; then
+  [[ "$KSHIFT_DEPTHS" =~ ^[0-9]{1,7}(,[0-9]{1,7})*$ ]] || die "KSHIFT_DEPTHS must be depths like 512,2048, got $(printf %q "$KSHIFT_DEPTHS")"
+  [ "$KSHIFT_STEPS" -ge 2 ] && [ "$KSHIFT_STEPS" -le 4096 ] || die "KSHIFT_STEPS must be in [2, 4096], got $KSHIFT_STEPS"
+  for d in ${KSHIFT_DEPTHS//,/ }; do
+    [ "$d" -ge 2 ] && [ $((d + KSHIFT_STEPS)) -le "$CAL_CTX" ] || die "KSHIFT_DEPTHS: depth $d (+ $KSHIFT_STEPS steps) does not fit CAL_CTX $CAL_CTX"
+  done
+fi
 [ -x "$BIN/llama-bench" ] && [ -x "$BIN/llama-quantize" ] && [ -x "$TIMER" ] || die "run scripts/time-validation/build.sh first ($BIN, $TIMER)"
 [ -f "$TRACE" ] || die "no trace $TRACE"
 mkdir -p "$OUT" "$WORK/models"
