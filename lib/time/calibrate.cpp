@@ -792,9 +792,11 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     // float weights read by a CUDA card's GEMM kernels (2+ tokens): free when some result has such ubatches
     s.x[T_FLOAT_ROWS] = base.float_gemm_extra_s_per_byte;
     if (!any_ubatch(pts, &ubatch_terms::float_multi_row)) s.active[T_FLOAT_ROWS] = false;
-    // the K-shift's rows: free when some result's steps follow K-shifts (kshift_steps.py's), else the base's price
+    // the K-shift's rotation angles: free when some result's steps follow K-shifts (kshift_steps.py's), else the base's
+    // price (named in a note when it is not 0)
+    const bool shifted = any_ubatch(pts, &ubatch_terms::k_shift_thetas);
     s.x[T_KSHIFT] = base.k_shift_s_per_theta;
-    if (!any_ubatch(pts, &ubatch_terms::k_shift_thetas)) s.active[T_KSHIFT] = false;
+    if (!shifted) s.active[T_KSHIFT] = false;
     // the tiled flash-attention path's cells (visible only)
     s.x[T_TILED] = base.attn_tiled_s_per_kv_byte;
     if (!tiled_kv) s.active[T_TILED] = false;
@@ -959,7 +961,7 @@ term_fit fit_terms(const result_groups & pts, const std::vector<std::vector<ubat
     d.attn_tiled_s_per_kv_byte = s.x[T_TILED];
     d.float_gemm_extra_s_per_byte = s.x[T_FLOAT_ROWS];
     d.k_shift_s_per_theta = s.x[T_KSHIFT];
-    if (!s.active[T_KSHIFT] && !s.from_base[T_KSHIFT] && d.k_shift_s_per_theta > 0 && !any_ubatch(pts, &ubatch_terms::k_shift_thetas)) {
+    if (!shifted && d.k_shift_s_per_theta > 0) {
         r.notes.push_back(fmt::format("k_shift_s_per_theta: kept from the base profile ({:g}): no result's steps follow a K-shift "
                                       "(scripts/time-validation/kshift_steps.py measures them)", d.k_shift_s_per_theta));
     }

@@ -19,12 +19,8 @@ prompt left out as batched_steps.py leaves it out (a transient kvsim's step term
 import json
 
 import merge_rounds
-from batched_steps import check_settings, die, dispatch, ints, parser, read_model_from, read_steps
+from batched_steps import check_settings, die, dispatch, ints, parser, prompt_calls, read_model_from, read_steps
 from batched_to_bench import bench_rows
-
-
-def prompt_calls(d, n_batch):
-    return [min(n_batch, d - i) for i in range(0, d, n_batch)]
 
 
 def write_ops(a):
@@ -35,7 +31,7 @@ def write_ops(a):
     for d in depths:
         lines.append(",clear,,,,,,")
         done = 0
-        for c, k in enumerate(prompt_calls(d, a.n_batch)):
+        for c, k in enumerate(prompt_calls(a, d, 1)):
             lines.append("k%d_p%d,decode,0,%d,%d,,," % (d, c, k, done))
             done += k
         for t in range(a.steps):
@@ -52,7 +48,7 @@ def write_bench(a):
         die("--ctx %d: smaller than the largest depth %d plus --steps %d" % (a.ctx, max(depths), a.steps))
     want = []
     for d in depths:
-        want += prompt_calls(d, a.n_batch) + [1] * a.steps
+        want += prompt_calls(a, d, 1) + [1] * a.steps
     if len(steps) != len(want):
         die("%s: %d steps, the trace of --depths %s --steps %d --n-batch %d has %d decodes" %
             (a.steps_csv, len(steps), a.depths, a.steps, a.n_batch, len(want)))
@@ -64,7 +60,7 @@ def write_bench(a):
     out, i = [], 0
     settings = dict(n_batch=a.n_batch, n_ubatch=a.n_ubatch, flash_attn=a.fa, n_seq=1, kv_unified=a.kvu, n_ctx=a.ctx)
     for d in depths:
-        i += len(prompt_calls(d, a.n_batch))
+        i += len(prompt_calls(a, d, 1))
         ms = [r["ms"] for r in steps[i:i + a.steps]]
         i += a.steps
         out += [dict(r, n_depth=d, k_shift=True) for r in bench_rows(ref, settings, 0, a.steps - 1, 0, sum(ms[1:]) / 1e3)]
